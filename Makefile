@@ -1,0 +1,51 @@
+# Kiln: `make demo` and `make test` work from a fresh clone (they create .venv themselves).
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+BUILD := build
+ASAN_BUILD := build-asan
+JOBS ?= $(shell nproc)
+GEN := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
+STAMP_VENV := $(VENV)/.kiln-venv-stamp
+STAMP_PKG := $(VENV)/.kiln-pkg-stamp
+
+.PHONY: all venv build test test-c test-asan test-py demo bench clean
+
+all: build
+
+# torch is pinned: 2.13.0 is the CPU wheel on disk. Never install an unpinned torch.
+$(STAMP_VENV):
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade "pip>=23" "setuptools>=64" wheel
+	$(VPY) -m pip install -q torch==2.13.0 numpy pytest expecttest hypothesis cmake ninja
+	touch $@
+
+venv: $(STAMP_VENV)
+
+build: $(STAMP_VENV)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S . -B $(BUILD) -G "$(GEN)" -DCMAKE_BUILD_TYPE=Release \
+	  -DKILN_BUILD_TORCH=ON -DCMAKE_PREFIX_PATH="$$($(VPY) -c 'import torch; print(torch.utils.cmake_prefix_path)')" >/dev/null
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(BUILD) -j $(JOBS)
+	@test -f $(STAMP_PKG) || { TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(VPY) -m pip install -q --no-build-isolation --no-deps -e . && touch $(STAMP_PKG); }
+
+test-c: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-asan: $(STAMP_VENV)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S . -B $(ASAN_BUILD) -G "$(GEN)" -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+test-py: build
+	KILN_LIB=$(CURDIR)/torch_kiln/libkiln.so $(VPY) -m pytest -q tests/python
+
+test: test-c test-asan test-py
+
+demo: build
+	$(VPY) demo/demo.py
+
+bench: build
+	$(VPY) bench/run.py
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) torch_kiln/*.so

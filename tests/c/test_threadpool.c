@@ -1,0 +1,258 @@
+/* test_threadpool.c - kiln/parallel.h: coverage, thread ids, nesting, concurrent callers. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "kiln_test.h"
+
+/* kiln_test.h's KT_TEST names its parameter `name`, which also rewrites the `.name` member
+ * access inside it; use a fixed copy until it is fixed there. */
+#undef KT_TEST
+#define KT_TEST(test_fn)                                                 \
+  static void test_fn(void);                                             \
+  __attribute__((constructor)) static void kt_reg_##test_fn(void) {      \
+    kt_cases[kt_ncases].name = #test_fn;                                 \
+    kt_cases[kt_ncases++].fn = test_fn;                                  \
+  }                                                                      \
+  static void test_fn(void)
+
+#define MAX_N 100000
+#define MAX_THREADS 64
+
+/* The default pool reads KILN_NUM_THREADS on first use; set it before any test runs. */
+__attribute__((constructor)) static void set_num_threads(void) { setenv("KILN_NUM_THREADS", "3", 1); }
+
+typedef struct coverage {
+  atomic_int* counts;
+  int64_t n;
+  int pool_size;
+  atomic_int running[MAX_THREADS]; /* 1 while a thread id is inside fn */
+  atomic_int bad;                  /* bad range, bad id or an id used twice at once */
+  atomic_int calls;
+} coverage_t;
+
+static void cover_fn(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  coverage_t* c = ctx;
+  atomic_fetch_add(&c->calls, 1);
+  if (begin < 0 || end > c->n || begin >= end || thread_id < 0 || thread_id >= c->pool_size) {
+    atomic_store(&c->bad, 1);
+    return;
+  }
+  if (atomic_exchange(&c->running[thread_id], 1) != 0) atomic_store(&c->bad, 1);
+  for (int64_t i = begin; i < end; i++) atomic_fetch_add(&c->counts[i], 1);
+  atomic_store(&c->running[thread_id], 0);
+}
+
+/* Runs one parallel_for and checks every index was visited exactly once. */
+static int check_cover(kiln_threadpool_t* pool, coverage_t* c, atomic_int* counts, int64_t n, int64_t grain) {
+  memset(c, 0, sizeof(*c));
+  c->counts = counts;
+  c->n = n;
+  c->pool_size = kiln_threadpool_size(pool);
+  for (int64_t i = 0; i < n; i++) atomic_store(&counts[i], 0);
+  kiln_threadpool_parallel_for(pool, n, grain, cover_fn, c);
+  int ok = !atomic_load(&c->bad);
+  for (int64_t i = 0; i < n && ok; i++) ok = atomic_load(&counts[i]) == 1;
+  if (!ok) fprintf(stderr, "  coverage failed for n=%lld grain=%lld\n", (long long)n, (long long)grain);
+  return ok;
+}
+
+static atomic_int g_counts[MAX_N];
+static coverage_t g_cov;
+
+KT_TEST(test_create_size_destroy) {
+  kiln_threadpool_t* pool = NULL;
+  KT_OK(kiln_threadpool_create(4, NULL, &pool));
+  KT_CHECK(kiln_threadpool_size(pool) == 4);
+  kiln_threadpool_destroy(pool);
+  KT_OK(kiln_threadpool_create(0, NULL, &pool));
+  KT_CHECK(kiln_threadpool_size(pool) >= 1);
+  kiln_threadpool_destroy(pool);
+  kiln_threadpool_destroy(NULL);
+  for (int i = 0; i < 10; i++) {
+    KT_OK(kiln_threadpool_create(3, NULL, &pool));
+    kiln_threadpool_destroy(pool);
+  }
+}
+
+KT_TEST(test_covers_every_index_once) {
+  const int64_t ns[] = {0, 1, 2, 3, 7, 64, 100, 1000, 4097, MAX_N};
+  const int64_t grains[] = {-5, 0, 1, 3, 64, 1000, (int64_t)1 << 40};
+  const int sizes[] = {1, 2, 4};
+  for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+    kiln_threadpool_t* pool = NULL;
+    KT_OK(kiln_threadpool_create(sizes[s], NULL, &pool));
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+      for (size_t g = 0; g < sizeof(grains) / sizeof(grains[0]); g++)
+        KT_CHECK(check_cover(pool, &g_cov, g_counts, ns[i], grains[g]));
+    kiln_threadpool_destroy(pool);
+  }
+}
+
+KT_TEST(test_n_zero_never_calls) {
+  kiln_threadpool_t* pool = NULL;
+  KT_OK(kiln_threadpool_create(2, NULL, &pool));
+  check_cover(pool, &g_cov, g_counts, 0, 1);
+  KT_CHECK(atomic_load(&g_cov.calls) == 0);
+  kiln_threadpool_destroy(pool);
+}
+
+typedef struct inline_probe {
+  pthread_t caller;
+  int calls, same_thread, thread_id;
+  int64_t begin, end;
+} inline_probe_t;
+
+static void probe_fn(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  inline_probe_t* p = ctx;
+  p->calls++;
+  p->same_thread = pthread_equal(p->caller, pthread_self());
+  p->thread_id = thread_id;
+  p->begin = begin;
+  p->end = end;
+}
+
+KT_TEST(test_small_n_runs_inline) {
+  kiln_threadpool_t* pool = NULL;
+  KT_OK(kiln_threadpool_create(4, NULL, &pool));
+  inline_probe_t p = {.caller = pthread_self()};
+  kiln_threadpool_parallel_for(pool, 10, 10, probe_fn, &p);
+  KT_CHECK(p.calls == 1 && p.same_thread && p.thread_id == 0 && p.begin == 0 && p.end == 10);
+  memset(&p, 0, sizeof(p));
+  p.caller = pthread_self();
+  kiln_threadpool_parallel_for(pool, 1, 0, probe_fn, &p);
+  KT_CHECK(p.calls == 1 && p.same_thread && p.end == 1);
+  kiln_threadpool_destroy(pool);
+}
+
+typedef struct nested {
+  kiln_threadpool_t* pool;
+  atomic_int counts[16 * 100];
+  atomic_int bad;
+} nested_t;
+
+typedef struct inner_ctx {
+  nested_t* outer;
+  int64_t row;
+  int outer_thread_id;
+} inner_ctx_t;
+
+static void inner_fn(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  inner_ctx_t* c = ctx;
+  if (thread_id != c->outer_thread_id) atomic_store(&c->outer->bad, 1);
+  for (int64_t i = begin; i < end; i++) atomic_fetch_add(&c->outer->counts[c->row * 100 + i], 1);
+}
+
+static void outer_fn(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  nested_t* n = ctx;
+  for (int64_t r = begin; r < end; r++) {
+    inner_ctx_t c = {n, r, thread_id};
+    kiln_threadpool_parallel_for(n->pool, 100, 1, inner_fn, &c);
+  }
+}
+
+KT_TEST(test_nested_runs_inline) {
+  static nested_t n;
+  memset(&n, 0, sizeof(n));
+  KT_OK(kiln_threadpool_create(4, NULL, &n.pool));
+  kiln_threadpool_parallel_for(n.pool, 16, 1, outer_fn, &n);
+  int ok = 1;
+  for (int i = 0; i < 16 * 100; i++) ok &= atomic_load(&n.counts[i]) == 1;
+  KT_CHECK(ok);
+  KT_CHECK(atomic_load(&n.bad) == 0);
+  kiln_threadpool_destroy(n.pool);
+}
+
+typedef struct concurrent_arg {
+  kiln_threadpool_t* pool;
+  coverage_t cov;
+  atomic_int counts[5000];
+  int ok;
+} concurrent_arg_t;
+
+static void* concurrent_main(void* arg) {
+  concurrent_arg_t* a = arg;
+  a->ok = 1;
+  for (int i = 0; i < 300; i++) a->ok &= check_cover(a->pool, &a->cov, a->counts, 1000 + i * 13, 7);
+  return NULL;
+}
+
+KT_TEST(test_concurrent_callers) {
+  static concurrent_arg_t args[2];
+  kiln_threadpool_t* pool = NULL;
+  KT_OK(kiln_threadpool_create(4, NULL, &pool));
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++) {
+    args[i].pool = pool;
+    KT_CHECK(pthread_create(&threads[i], NULL, concurrent_main, &args[i]) == 0);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+  KT_CHECK(args[0].ok && args[1].ok);
+  kiln_threadpool_destroy(pool);
+}
+
+static void sum_fn(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  (void)thread_id;
+  int64_t s = 0;
+  for (int64_t i = begin; i < end; i++) s += i;
+  atomic_fetch_add((atomic_llong*)ctx, s);
+}
+
+KT_TEST(test_many_small_jobs) {
+  kiln_threadpool_t* pool = NULL;
+  KT_OK(kiln_threadpool_create(4, NULL, &pool));
+  int ok = 1;
+  for (int j = 0; j < 3000; j++) {
+    atomic_llong sum;
+    atomic_init(&sum, 0);
+    int64_t n = 16 + j % 50;
+    kiln_threadpool_parallel_for(pool, n, 1, sum_fn, &sum);
+    ok &= atomic_load(&sum) == n * (n - 1) / 2;
+  }
+  KT_CHECK(ok);
+  kiln_threadpool_destroy(pool);
+}
+
+typedef struct rendezvous {
+  atomic_int arrived;
+  atomic_int ids_mask;
+} rendezvous_t;
+
+static void rendezvous_fn(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  (void)begin;
+  (void)end;
+  rendezvous_t* r = ctx;
+  atomic_fetch_or(&r->ids_mask, 1 << thread_id);
+  atomic_fetch_add(&r->arrived, 1);
+  for (int i = 0; i < 2000 && atomic_load(&r->arrived) < 2; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+KT_TEST(test_workers_take_part) {
+  kiln_threadpool_t* pool = NULL;
+  KT_OK(kiln_threadpool_create(2, NULL, &pool));
+  rendezvous_t r;
+  atomic_init(&r.arrived, 0);
+  atomic_init(&r.ids_mask, 0);
+  kiln_threadpool_parallel_for(pool, 2, 1, rendezvous_fn, &r);
+  KT_CHECK(atomic_load(&r.arrived) == 2);
+  KT_CHECK(atomic_load(&r.ids_mask) == 3);
+  kiln_threadpool_destroy(pool);
+}
+
+KT_TEST(test_default_pool) {
+  kiln_threadpool_t* pool = kiln_threadpool_default();
+  KT_CHECK(pool != NULL);
+  KT_CHECK(pool == kiln_threadpool_default());
+  KT_CHECK(kiln_threadpool_size(pool) == 3);
+  KT_CHECK(check_cover(pool, &g_cov, g_counts, MAX_N, 100));
+  atomic_llong sum;
+  atomic_init(&sum, 0);
+  kiln_parallel_for(10000, 10, sum_fn, &sum);
+  KT_CHECK(atomic_load(&sum) == 10000LL * 9999 / 2);
+}
+
+KT_MAIN()

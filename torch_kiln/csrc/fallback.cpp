@@ -1,0 +1,95 @@
+// fallback.cpp - every aten op without a native kiln kernel runs on the CPU through
+// at::native::cpu_fallback: inputs are copied to the host, the CPU kernel runs, results are
+// copied back. Each op is counted and warned about once; random ops draw their CPU generator
+// from the kiln device generator so torch.kiln.manual_seed makes them reproducible.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "kiln_torch.h"
+
+namespace torch_kiln {
+
+namespace {
+
+std::mutex g_mutex;
+std::map<std::string, int64_t> g_counts;
+
+bool fallback_is_error() {
+  static const bool error = [] {
+    const char* v = std::getenv("TORCH_KILN_FALLBACK");
+    return v && std::string(v) == "error";
+  }();
+  return error;
+}
+
+// Replaces None / kiln generators in the stack with fresh CPU generators seeded from the kiln
+// generator, so the CPU kernel is reproducible under torch.kiln.manual_seed.
+void substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t base = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); i++) {
+    const c10::TypePtr& type = args[i].type();
+    bool is_gen = type->kind() == c10::TypeKind::GeneratorType;
+    if (type->kind() == c10::TypeKind::OptionalType)
+      is_gen = type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+    if (!is_gen) continue;
+    c10::IValue& v = (*stack)[base + i];
+    at::Generator src_gen;
+    if (v.isNone()) {
+      src_gen = default_generator(current_device());
+    } else {
+      src_gen = v.toGenerator();
+      if (src_gen.device().is_cpu()) continue;
+    }
+    uint64_t seed;
+    {
+      std::lock_guard<std::mutex> lock(src_gen.mutex());
+      seed = src_gen.get<at::CPUGeneratorImpl>()->random64();
+    }
+    v = c10::IValue(at::make_generator<at::CPUGeneratorImpl>(seed));
+  }
+}
+
+void kiln_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& name = op.schema().operator_name();
+  std::string key = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    first = g_counts[key]++ == 0;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "kiln: ", key,
+                              " has no native kiln kernel (TORCH_KILN_FALLBACK=error)");
+  if (first)
+    TORCH_WARN("kiln: ", key, " has no native kiln kernel; running it on the CPU (fallback). "
+               "See torch_kiln.fallback_report().");
+  // Everything queued on the devices must land before the CPU reads or writes kiln memory.
+  for (c10::DeviceIndex i = 0; i < device_count(); i++) synchronize(i);
+  substitute_generators(op, stack);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+}  // namespace
+
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_counts;
+}
+
+void fallback_reset() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_counts.clear();
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&kiln_fallback>());
+}
+
+}  // namespace torch_kiln

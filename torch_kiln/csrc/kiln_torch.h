@@ -1,0 +1,41 @@
+// kiln_torch.h - shared helpers of the torch_kiln C++ shim: device lookup, status -> exception.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/Device.h>
+#include <c10/util/Exception.h>
+
+extern "C" {
+#include "kiln/kiln.h"
+}
+
+namespace torch_kiln {
+
+// Number of kiln devices in the process-default registry (0 if it failed to build).
+c10::DeviceIndex device_count() noexcept;
+
+// The libkiln device for a torch device index; raises a RuntimeError for an unknown index.
+kiln_device_t* device(c10::DeviceIndex index);
+
+// The thread's current kiln device index (what DeviceGuard sets).
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);
+
+// Converts a failed kiln_status_t into the matching PyTorch exception; no-op on KILN_OK.
+// OUT_OF_MEMORY -> torch.OutOfMemoryError, NOT_FOUND/OUT_OF_RANGE -> IndexError,
+// INVALID_ARGUMENT -> ValueError, UNIMPLEMENTED -> NotImplementedError, else RuntimeError.
+void check(kiln_status_t status, const char* what);
+
+// Blocks until all queued work on the device has finished.
+void synchronize(c10::DeviceIndex index);
+
+// A CPU tensor aliasing a kiln tensor's memory (kiln memory is host-visible). The caller must
+// keep `t` alive while the alias is used and synchronize the device first.
+at::Tensor host_alias(const at::Tensor& t);
+
+// Default generator for a device (lazily created), and seeding of all generators.
+const at::Generator& default_generator(c10::DeviceIndex index);
+
+}  // namespace torch_kiln
+
+#define KILN_CHECK(expr) ::torch_kiln::check((expr), #expr)
