@@ -7,19 +7,9 @@
 #include "devices/cpu/cpu_allocator.h"
 #include "kiln_test.h"
 
-/* kiln_test.h's KT_TEST names its parameter `name`, which also rewrites the `.name` member
- * access inside it; use a fixed copy until it is fixed there. */
-#undef KT_TEST
-#define KT_TEST(test_fn)                                                 \
-  static void test_fn(void);                                             \
-  __attribute__((constructor)) static void kt_reg_##test_fn(void) {      \
-    kt_cases[kt_ncases].name = #test_fn;                                 \
-    kt_cases[kt_ncases++].fn = test_fn;                                  \
-  }                                                                      \
-  static void test_fn(void)
-
-/* Under ASan, let a huge allocation return NULL instead of aborting (unused otherwise). */
+/* Under ASan/TSan, let a huge allocation return NULL instead of aborting (unused otherwise). */
 const char* __asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char* __tsan_default_options(void) { return "allocator_may_return_null=1"; }
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

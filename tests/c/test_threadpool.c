@@ -6,17 +6,6 @@
 
 #include "kiln_test.h"
 
-/* kiln_test.h's KT_TEST names its parameter `name`, which also rewrites the `.name` member
- * access inside it; use a fixed copy until it is fixed there. */
-#undef KT_TEST
-#define KT_TEST(test_fn)                                                 \
-  static void test_fn(void);                                             \
-  __attribute__((constructor)) static void kt_reg_##test_fn(void) {      \
-    kt_cases[kt_ncases].name = #test_fn;                                 \
-    kt_cases[kt_ncases++].fn = test_fn;                                  \
-  }                                                                      \
-  static void test_fn(void)
-
 #define MAX_N 100000
 #define MAX_THREADS 64
 

@@ -56,7 +56,9 @@ def test_arithmetic_matches_cpu(dtype):
             pairs += [(ka / (kb.abs() + 1), a / (b.abs() + 1)), (ka.exp(), a.exp()), (ka @ kb.t(), a @ b.t())]
     for got, want in pairs:
         assert got.device.type == "kiln"
-        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+        # native kernels may sum in another order / use other vector math: torch's default
+        # per-dtype tolerances (f32 rtol 1.3e-6, f16 1e-3, bf16 1.6e-2; integers and bool exact)
+        torch.testing.assert_close(got.cpu(), want)
 
 
 def test_factories_and_scalars():

@@ -29,6 +29,12 @@ bool fallback_is_error() {
   return error;
 }
 
+}  // namespace
+
+void record_fallback(const std::string& key);
+
+namespace {
+
 // Replaces None / kiln generators in the stack with fresh CPU generators seeded from the kiln
 // generator, so the CPU kernel is reproducible under torch.kiln.manual_seed.
 void substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -59,7 +65,18 @@ void substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack* sta
 
 void kiln_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
-  std::string key = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  record_fallback(name.overload_name.empty() ? name.name : name.name + "." + name.overload_name);
+  // Everything queued on the devices must land before the CPU reads or writes kiln memory.
+  for (c10::DeviceIndex i = 0; i < device_count(); i++) synchronize(i);
+  substitute_generators(op, stack);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+}  // namespace
+
+void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { kiln_fallback(op, stack); }
+
+void record_fallback(const std::string& key) {
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -70,13 +87,7 @@ void kiln_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (first)
     TORCH_WARN("kiln: ", key, " has no native kiln kernel; running it on the CPU (fallback). "
                "See torch_kiln.fallback_report().");
-  // Everything queued on the devices must land before the CPU reads or writes kiln memory.
-  for (c10::DeviceIndex i = 0; i < device_count(); i++) synchronize(i);
-  substitute_generators(op, stack);
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
-
-}  // namespace
 
 std::map<std::string, int64_t> fallback_counts() {
   std::lock_guard<std::mutex> lock(g_mutex);

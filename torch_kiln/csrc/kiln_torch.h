@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/stack.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
 
@@ -32,6 +33,15 @@ void synchronize(c10::DeviceIndex index);
 // A CPU tensor aliasing a kiln tensor's memory (kiln memory is host-visible). The caller must
 // keep `t` alive while the alias is used and synchronize the device first.
 at::Tensor host_alias(const at::Tensor& t);
+
+// Counts `key` in the fallback report (warns the first time; raises NotImplementedError under
+// TORCH_KILN_FALLBACK=error). Native kernels call it when they hand a case to the host CPU.
+void record_fallback(const std::string& key);
+
+// The boxed CPU fallback (counts the op, then at::native::cpu_fallback). Native kernels route
+// cases they do not cover (a dtype kiln lacks, rank > KILN_MAX_DIMS) here with
+// at::native::call_fallback_fn<&boxed_fallback, ATEN_OP2(op, overload)>::call(args...).
+void boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Default generator for a device (lazily created), and seeding of all generators.
 const at::Generator& default_generator(c10::DeviceIndex index);

@@ -10,7 +10,13 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "kiln_torch.h"
+#include <ATen/MemoryOverlap.h>
+
+#include "tensor_desc.h"
+
+extern "C" {
+#include "kiln/kernels/elementwise.h"
+}
 
 namespace torch_kiln {
 
@@ -84,8 +90,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     KILN_CHECK(kiln_device_synchronize(dev));
     return dst;
   }
-  // General case (cast, strides, broadcast): kiln memory is host-visible, so both sides are
-  // viewed as host tensors and copied in place.
+  // General case (cast, strides, broadcast): kiln memory is host-visible, so the kiln copy
+  // kernel reads and writes both sides in place.
+  if (describable(src) && describable(dst)) {
+    at::assert_no_internal_overlap(dst);
+    kiln_tensor_t s = describe(src), d = describe(dst);
+    KILN_CHECK(kiln_kernel_copy(&s, &d));
+    return dst;
+  }
+  record_fallback("aten::_copy_from[" + std::string(c10::toString(src.scalar_type())) + "]");
   at::Tensor s = host_alias(src);
   at::Tensor d = host_alias(dst);
   d.copy_(s);

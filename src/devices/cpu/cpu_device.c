@@ -46,7 +46,6 @@ static void describe_cpu(char* out, size_t size, int threads) {
   if (__builtin_cpu_supports("avx512f")) strcat(isa, "+AVX512F");
   if (__builtin_cpu_supports("avx2")) strcat(isa, "+AVX2");
   if (__builtin_cpu_supports("fma")) strcat(isa, "+FMA");
-  if (__builtin_cpu_supports("f16c")) strcat(isa, "+F16C");
   if (isa[0] == '\0') strcat(isa, "+SSE2");
 #elif defined(__aarch64__)
   strcat(isa, "+NEON");

@@ -1,0 +1,404 @@
+/* gemm.c - the f32 GEMM driver (BLIS/GotoBLAS loop nest), its threading, validation and the
+ * BLAS-style entry points of kiln/kernels/gemm.h.
+ *
+ * Loop nest: for each NC-wide column panel, for each KC-deep slice: pack B (kc x nc, shared,
+ * packed by all threads), then split the MR-row slivers of C (or, for short C, the NR-column
+ * slivers) over the pool; each thread packs its MC x KC block of A and sweeps the panel with the
+ * micro-kernel. The epilogue runs on a tile right after its last KC slice. Products below
+ * KILN_GEMM_SMALL run the unpacked micro-kernel on the caller.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm_internal.h"
+#include "kiln/allocator.h"
+#include "kiln/parallel.h"
+
+#define MR KILN_GEMM_MR
+#define NR KILN_GEMM_NR
+#ifndef KC
+#define KC 256 /* A sliver 6 KB + B sliver 16 KB fit a 32 KB L1 */
+#endif
+#ifndef MC
+#define MC 144 /* A block 144 KB in L2 */
+#endif
+#ifndef NC
+#define NC 4080 /* B panel <= 4 MB in L3 */
+#endif
+#define SMALL_MNK (64 * 64 * 64) /* below: unpacked, caller thread */
+#define THREAD_MNK (64 * 64 * 64) /* from here: use the pool */
+
+/* ---- micro-kernel selection ---------------------------------------------------------------- */
+
+static int g_isa_override; /* 0 auto, 1 generic */
+
+/* Selects the micro-kernel (0 best, 1 generic). */
+void kiln_gemm_set_isa(int isa) { g_isa_override = isa; }
+
+static int use_avx2(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return g_isa_override == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return 0;
+#endif
+}
+
+/* ---- scratch: a mutex-guarded free list of aligned blocks, reused across calls. Blocks are
+ * always either in use or on the list (reachable), so nothing leaks; sizes are bounded by the
+ * blocking constants, not the problem. ------------------------------------------------------- */
+
+typedef struct gemm_scratch {
+  struct gemm_scratch* next;
+  size_t cap;
+  float* buf;
+} gemm_scratch_t;
+
+static pthread_mutex_t g_scratch_mu = PTHREAD_MUTEX_INITIALIZER;
+static gemm_scratch_t* g_scratch_free;
+
+static gemm_scratch_t* scratch_acquire(size_t bytes) {
+  pthread_mutex_lock(&g_scratch_mu);
+  gemm_scratch_t* s = g_scratch_free;
+  if (s != NULL) g_scratch_free = s->next;
+  pthread_mutex_unlock(&g_scratch_mu);
+  if (s == NULL) {
+    s = kiln_allocator_alloc(NULL, sizeof(*s), _Alignof(gemm_scratch_t));
+    if (s == NULL) return NULL;
+    s->cap = 0;
+    s->buf = NULL;
+  }
+  s->next = NULL;
+  if (s->cap < bytes) {
+    kiln_allocator_free(NULL, s->buf);
+    s->buf = kiln_allocator_alloc(NULL, bytes, 64);
+    s->cap = s->buf ? bytes : 0;
+    if (s->buf == NULL) {
+      kiln_allocator_free(NULL, s);
+      return NULL;
+    }
+  }
+  return s;
+}
+
+static void scratch_release(gemm_scratch_t* s) {
+  if (s == NULL) return;
+  pthread_mutex_lock(&g_scratch_mu);
+  s->next = g_scratch_free;
+  g_scratch_free = s;
+  pthread_mutex_unlock(&g_scratch_mu);
+}
+
+/* ---- driver ---------------------------------------------------------------------------------- */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+typedef struct gemm_ctx {
+  const kiln_sgemm_problem_t* pr;
+  kiln_sgemm_ukr_fn ukr;
+  float* bpack;  /* packed B panel */
+  float* apack;  /* nthreads blocks of mc_max * kc_max floats */
+  int64_t a_stride;
+  int nthreads;
+  int64_t jc, nc, pc, kc; /* the current panel and slice */
+  int split_n;            /* 0: units are MR-row slivers of C, 1: NR-column slivers of the panel */
+} gemm_ctx_t;
+
+/* C tiles for rows [i0, i0+mc) (packed in `ap`) x panel slivers [s0, s1). */
+static void macro_kernel(const gemm_ctx_t* g, const float* ap, int64_t i0, int64_t mc,
+                         int64_t s0, int64_t s1) {
+  const kiln_sgemm_problem_t* pr = g->pr;
+  const float beta = g->pc == 0 ? pr->beta : 1.0f;
+  const int last = g->pc + g->kc == pr->k && pr->ep != NULL;
+  for (int64_t s = s0; s < s1; s++) {
+    const int64_t j = g->jc + s * NR;
+    const int nr = (int)min64(NR, g->jc + g->nc - j);
+    const float* bp = g->bpack + s * NR * g->kc;
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      const int mr = (int)min64(MR, mc - ir);
+      float* c = pr->c + (i0 + ir) * pr->ldc + j;
+      g->ukr(g->kc, ap + ir * g->kc, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
+      if (last) kiln_gemm_epilogue_tile(c, pr->ldc, i0 + ir, j, mr, nr, pr->ep);
+    }
+  }
+}
+
+static float* thread_apack(const gemm_ctx_t* g, int tid, gemm_scratch_t** own) {
+  *own = NULL;
+  if (tid >= 0 && tid < g->nthreads) return g->apack + (int64_t)tid * g->a_stride;
+  /* A thread id outside the pool we sized for (nested in a foreign job): private block. */
+  *own = scratch_acquire(sizeof(float) * (size_t)g->a_stride);
+  return *own ? (*own)->buf : NULL;
+}
+
+static void compute_range(void* ctx, int64_t begin, int64_t end, int tid) {
+  const gemm_ctx_t* g = ctx;
+  const kiln_sgemm_problem_t* pr = g->pr;
+  gemm_scratch_t* own;
+  float* ap = thread_apack(g, tid, &own);
+  if (ap == NULL) abort(); /* no memory for 150 KB of scratch mid-GEMM: nothing sane to do */
+  if (!g->split_n) {
+    /* Rows [begin*MR, end*MR) in nearly equal blocks of at most MC rows. */
+    const int64_t r0 = begin * MR, r1 = min64(end * MR, pr->m);
+    const int64_t nblk = ceil_div(r1 - r0, MC);
+    const int64_t mc = round_up(ceil_div(r1 - r0, nblk), MR);
+    for (int64_t i = r0; i < r1; i += mc) {
+      const int64_t mb = min64(mc, r1 - i);
+      kiln_gemm_pack_a(ap, &pr->a, i, g->pc, mb, g->kc);
+      macro_kernel(g, ap, i, mb, 0, ceil_div(g->nc, NR));
+    }
+  } else {
+    for (int64_t i = 0; i < pr->m; i += MC) {
+      const int64_t mb = min64(MC, pr->m - i);
+      kiln_gemm_pack_a(ap, &pr->a, i, g->pc, mb, g->kc);
+      macro_kernel(g, ap, i, mb, begin, end);
+    }
+  }
+  scratch_release(own);
+}
+
+static void pack_b_range(void* ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const gemm_ctx_t* g = ctx;
+  const int64_t j0 = begin * NR, j1 = min64(end * NR, g->nc);
+  kiln_gemm_pack_b(g->bpack + j0 * g->kc, &g->pr->b, g->pc, g->jc + j0, g->kc, j1 - j0);
+}
+
+/* Runs [0, n) on the pool in about 2 chunks per thread, or inline. */
+static void run_range(int nthreads, int64_t n, kiln_range_fn_t fn, gemm_ctx_t* g) {
+  if (nthreads <= 1 || n < 2)
+    fn(g, 0, n, 0);
+  else
+    kiln_parallel_for(n, ceil_div(n, 2 * (int64_t)nthreads), fn, g);
+}
+
+/* C = beta*C (beta == 0 writes zeros), then the epilogue: the k == 0 / alpha == 0 cases. */
+static void scale_only(const kiln_sgemm_problem_t* pr) {
+  for (int64_t i = 0; i < pr->m; i++) {
+    float* row = pr->c + i * pr->ldc;
+    if (pr->beta == 0.0f)
+      memset(row, 0, sizeof(float) * (size_t)pr->n);
+    else if (pr->beta != 1.0f)
+      for (int64_t j = 0; j < pr->n; j++) row[j] *= pr->beta;
+  }
+  if (pr->ep != NULL) kiln_gemm_epilogue_tile(pr->c, pr->ldc, 0, 0, pr->m, pr->n, pr->ep);
+}
+
+/* Unpacked path: B has unit column stride, f32 operands. */
+typedef struct small_ctx {
+  const kiln_sgemm_problem_t* pr;
+  kiln_sgemm_ukr_strided_fn ukr;
+} small_ctx_t;
+
+static void small_range(void* ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const small_ctx_t* s = ctx;
+  const kiln_sgemm_problem_t* pr = s->pr;
+  const float* a = pr->a.p;
+  const float* b = pr->b.p;
+  for (int64_t jb = begin; jb < end; jb++) {
+    const int64_t j = jb * NR;
+    const int nr = (int)min64(NR, pr->n - j);
+    for (int64_t i = 0; i < pr->m; i += MR) {
+      const int mr = (int)min64(MR, pr->m - i);
+      float* c = pr->c + i * pr->ldc + j;
+      s->ukr(pr->k, a + i * pr->a.rs, pr->a.rs, pr->a.cs, b + j, pr->b.rs, c, pr->ldc, pr->alpha,
+             pr->beta, mr, nr);
+      if (pr->ep != NULL) kiln_gemm_epilogue_tile(c, pr->ldc, i, j, mr, nr, pr->ep);
+    }
+  }
+}
+
+/* Runs a validated problem. */
+kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
+  if (pr->m == 0 || pr->n == 0) return KILN_OK;
+  if (pr->k == 0 || pr->alpha == 0.0f) {
+    scale_only(pr);
+    return KILN_OK;
+  }
+  const int avx2 = use_avx2();
+  const double mnk = (double)pr->m * (double)pr->n * (double)pr->k;
+  int nthreads = 1;
+  if (!pr->serial && mnk >= THREAD_MNK) nthreads = kiln_threadpool_size(kiln_threadpool_default());
+
+  const int unit_b = pr->a.dtype == KILN_DTYPE_F32 && pr->b.dtype == KILN_DTYPE_F32 && pr->b.cs == 1;
+  if (unit_b && (mnk < SMALL_MNK || pr->m <= MR)) {
+    /* Tiny products, or a few rows (GEMV-like: every B element is used once, packing would
+     * triple the memory traffic). */
+    small_ctx_t s = {pr, avx2 ? kiln_sgemm_ukr_strided_avx2 : kiln_sgemm_ukr_strided_generic};
+    const int64_t nslv = ceil_div(pr->n, NR);
+    if (nthreads > 1 && nslv >= 2)
+      kiln_parallel_for(nslv, ceil_div(nslv, 2 * (int64_t)nthreads), small_range, &s);
+    else
+      small_range(&s, 0, nslv, 0);
+    return KILN_OK;
+  }
+
+  const int64_t nkb = ceil_div(pr->k, KC), kc_max = ceil_div(pr->k, nkb);
+  const int64_t nnb = ceil_div(pr->n, NC), nc_max = round_up(ceil_div(pr->n, nnb), NR);
+  const int64_t a_stride = round_up(round_up(MC, MR) * kc_max, 16);
+  const size_t bytes = sizeof(float) * (size_t)(kc_max * nc_max + a_stride * nthreads);
+  gemm_scratch_t* scratch = scratch_acquire(bytes);
+  if (scratch == NULL)
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of packing scratch", bytes);
+
+  gemm_ctx_t g;
+  memset(&g, 0, sizeof(g));
+  g.pr = pr;
+  g.ukr = avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
+  g.bpack = scratch->buf;
+  g.apack = scratch->buf + kc_max * nc_max;
+  g.a_stride = a_stride;
+  g.nthreads = nthreads;
+  const int64_t m_units = ceil_div(pr->m, MR);
+  for (g.jc = 0; g.jc < pr->n; g.jc += nc_max) {
+    g.nc = min64(nc_max, pr->n - g.jc);
+    const int64_t n_units = ceil_div(g.nc, NR);
+    /* Split rows unless C is short and the panel wide (then each thread packs all of A). */
+    g.split_n = nthreads > 1 && m_units < 8 * (int64_t)nthreads && n_units > m_units;
+    for (g.pc = 0; g.pc < pr->k; g.pc += kc_max) {
+      g.kc = min64(kc_max, pr->k - g.pc);
+      run_range(nthreads, n_units, pack_b_range, &g);
+      run_range(nthreads, g.split_n ? n_units : m_units, compute_range, &g);
+    }
+  }
+  scratch_release(scratch);
+  return KILN_OK;
+}
+
+/* ---- validation and BLAS-style entry points ----------------------------------------------- */
+
+static kiln_status_t check_gemm(const char* fn, int64_t m, int64_t n, int64_t k, const void* a,
+                                int64_t lda, int ta, const void* b, int64_t ldb, int tb,
+                                const void* c, int64_t ldc, int reads_ab) {
+  if (m < 0 || n < 0 || k < 0)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: negative dimension (m=%lld n=%lld k=%lld)",
+                      fn, (long long)m, (long long)n, (long long)k);
+  const int64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
+  if (lda < (a_cols > 1 ? a_cols : 1))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: lda=%lld < %lld (m=%lld k=%lld trans_a=%d)",
+                      fn, (long long)lda, (long long)(a_cols > 1 ? a_cols : 1), (long long)m,
+                      (long long)k, ta != 0);
+  if (ldb < (b_cols > 1 ? b_cols : 1))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: ldb=%lld < %lld (k=%lld n=%lld trans_b=%d)",
+                      fn, (long long)ldb, (long long)(b_cols > 1 ? b_cols : 1), (long long)k,
+                      (long long)n, tb != 0);
+  if (ldc < (n > 1 ? n : 1))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: ldc=%lld < n=%lld", fn, (long long)ldc,
+                      (long long)n);
+  if (m > 0 && n > 0 && c == NULL)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: C is NULL", fn);
+  if (reads_ab && m > 0 && n > 0 && k > 0 && (a == NULL || b == NULL))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: A or B is NULL", fn);
+  return KILN_OK;
+}
+
+static void fill_problem(kiln_sgemm_problem_t* pr, int ta, int tb, int64_t m, int64_t n,
+                         int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                         int64_t ldb, float beta, float* c, int64_t ldc) {
+  memset(pr, 0, sizeof(*pr));
+  pr->m = m;
+  pr->n = n;
+  pr->k = k;
+  pr->alpha = alpha;
+  pr->beta = beta;
+  pr->a = (kiln_gemm_src_t){a, ta ? 1 : lda, ta ? lda : 1, KILN_DTYPE_F32};
+  pr->b = (kiln_gemm_src_t){b, tb ? 1 : ldb, tb ? ldb : 1, KILN_DTYPE_F32};
+  /* A single column or row: pick the unit-stride reading so the fast paths apply. */
+  if (n == 1) pr->b.cs = 1;
+  pr->c = c;
+  pr->ldc = ldc;
+}
+
+/* C = alpha*op(A)*op(B) + beta*C. */
+kiln_status_t kiln_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                         float* c, int64_t ldc) {
+  return kiln_sgemm_ex(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+}
+
+/* kiln_sgemm plus the fused epilogue. */
+kiln_status_t kiln_sgemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                            float beta, float* c, int64_t ldc, const kiln_gemm_epilogue_t* ep) {
+  KILN_RETURN_IF_ERROR(check_gemm("kiln_sgemm", m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc,
+                                  alpha != 0.0f));
+  if (ep != NULL) {
+    if (ep->bias_axis != 0 && ep->bias_axis != 1)
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: bias_axis %d is not 0 or 1",
+                        ep->bias_axis);
+    if (ep->activation < KILN_GEMM_ACT_NONE || ep->activation > KILN_GEMM_ACT_SILU)
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: unknown activation %d",
+                        ep->activation);
+    if (ep->residual != NULL && ep->ldr < (n > 1 ? n : 1))
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: ldr=%lld < n=%lld",
+                        (long long)ep->ldr, (long long)n);
+    if (ep->bias == NULL && ep->residual == NULL && ep->activation == KILN_GEMM_ACT_NONE) ep = NULL;
+  }
+  kiln_sgemm_problem_t pr;
+  fill_problem(&pr, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  pr.ep = ep;
+  return kiln_sgemm_run(&pr);
+}
+
+typedef struct batch_ctx {
+  kiln_sgemm_problem_t base;
+  int64_t sa, sb, sc;
+  atomic_int failed;
+} batch_ctx_t;
+
+static void batch_range(void* ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  batch_ctx_t* bc = ctx;
+  for (int64_t i = begin; i < end; i++) {
+    kiln_sgemm_problem_t pr = bc->base;
+    pr.a.p = (const float*)pr.a.p + i * bc->sa;
+    pr.b.p = (const float*)pr.b.p + i * bc->sb;
+    pr.c += i * bc->sc;
+    if (kiln_sgemm_run(&pr) != KILN_OK) atomic_store(&bc->failed, 1);
+  }
+}
+
+/* Strided batched kiln_sgemm. */
+kiln_status_t kiln_sgemm_batched(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                                 float alpha, const float* a, int64_t lda, int64_t stride_a,
+                                 const float* b, int64_t ldb, int64_t stride_b, float beta,
+                                 float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_sgemm_batched: negative batch=%lld or stride (%lld, %lld, %lld)",
+                      (long long)batch, (long long)stride_a, (long long)stride_b, (long long)stride_c);
+  KILN_RETURN_IF_ERROR(check_gemm("kiln_sgemm_batched", m, n, k, a, lda, trans_a, b, ldb, trans_b,
+                                  c, ldc, alpha != 0.0f));
+  if (batch == 0 || m == 0 || n == 0) return KILN_OK;
+  batch_ctx_t bc;
+  fill_problem(&bc.base, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  bc.sa = stride_a;
+  bc.sb = stride_b;
+  bc.sc = stride_c;
+  atomic_init(&bc.failed, 0);
+  const double mnk = (double)m * (double)n * (double)k;
+  if (batch > 1 && mnk < 4.0 * 128 * 128 * 128) {
+    bc.base.serial = 1; /* one item per thread at a time */
+    kiln_parallel_for(batch, 1, batch_range, &bc);
+  } else {
+    batch_range(&bc, 0, batch, 0);
+  }
+  if (atomic_load(&bc.failed))
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm_batched: out of packing scratch");
+  return KILN_OK;
+}
+
+/* C = alpha*op(A)*op(B) + beta*C in f64. */
+kiln_status_t kiln_dgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                         const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                         double* c, int64_t ldc) {
+  KILN_RETURN_IF_ERROR(check_gemm("kiln_dgemm", m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc,
+                                  alpha != 0.0));
+  if (m == 0 || n == 0) return KILN_OK;
+  return kiln_dgemm_strided(m, n, k, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b,
+                            trans_b ? 1 : ldb, trans_b ? ldb : 1, beta, c, ldc, 1);
+}

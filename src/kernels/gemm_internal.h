@@ -1,0 +1,90 @@
+/* gemm_internal.h - micro-kernels shared by gemm.c and the per-ISA files. Internal to libkiln.
+ *
+ * Packed layouts (BLIS style): an A sliver is MR rows x kc, stored k-major (a[p*MR + r]); a B
+ * sliver is kc x NR, stored k-major (b[p*NR + j]); both zero-padded to full MR / NR and 64-byte
+ * aligned. A micro-kernel computes one MR x NR tile of C (row-major, row stride ldc) and stores
+ * C = alpha*acc + beta*C for its top-left mr x nr part; beta == 0 never reads C.
+ */
+#ifndef KILN_KERNELS_GEMM_INTERNAL_H
+#define KILN_KERNELS_GEMM_INTERNAL_H
+
+#include <stdint.h>
+
+#include "kiln/dtype.h"
+#include "kiln/kernels/gemm.h"
+#include "kiln/status.h"
+
+#define KILN_GEMM_MR 6
+#define KILN_GEMM_NR 16
+
+/* A strided matrix operand: element (i, j) is at ((T*)p)[i*rs + j*cs] with T given by dtype
+ * (f32, f16 or bf16; strides in elements, any sign, 0 allowed). Packing converts it to f32. */
+typedef struct kiln_gemm_src {
+  const void* p;
+  int64_t rs, cs;
+  kiln_dtype_t dtype;
+} kiln_gemm_src_t;
+
+/* One validated f32 product C = act(alpha*A*B + beta*C + bias) + residual, C row-major with
+ * leading dimension ldc (unit column stride). */
+typedef struct kiln_sgemm_problem {
+  int64_t m, n, k;
+  float alpha, beta;
+  kiln_gemm_src_t a, b;
+  float* c;
+  int64_t ldc;
+  const kiln_gemm_epilogue_t* ep; /* NULL = none */
+  int serial;                     /* 1: run on the calling thread only */
+} kiln_sgemm_problem_t;
+
+/* Packed micro-kernel: a and b are packed slivers of depth kc. */
+typedef void (*kiln_sgemm_ukr_fn)(int64_t kc, const float* a, const float* b, float* c,
+                                  int64_t ldc, float alpha, float beta, int mr, int nr);
+
+/* Unpacked micro-kernel for small products: A(i,p) = a[i*rs_a + p*cs_a] for i < mr, and
+ * B(p,j) = b[p*rs_b + j] for j < nr (unit column stride); nothing outside those is read. */
+typedef void (*kiln_sgemm_ukr_strided_fn)(int64_t k, const float* a, int64_t rs_a, int64_t cs_a,
+                                          const float* b, int64_t rs_b, float* c, int64_t ldc,
+                                          float alpha, float beta, int mr, int nr);
+
+/* AVX2 + FMA versions (src/kernels/avx2/gemm_avx2.c); call only when the CPU has both. */
+void kiln_sgemm_ukr_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                         float alpha, float beta, int mr, int nr);
+void kiln_sgemm_ukr_strided_avx2(int64_t k, const float* a, int64_t rs_a, int64_t cs_a,
+                                 const float* b, int64_t rs_b, float* c, int64_t ldc, float alpha,
+                                 float beta, int mr, int nr);
+
+/* Portable scalar versions (gemm_pack.c), same contracts. */
+void kiln_sgemm_ukr_generic(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                            float alpha, float beta, int mr, int nr);
+void kiln_sgemm_ukr_strided_generic(int64_t k, const float* a, int64_t rs_a, int64_t cs_a,
+                                    const float* b, int64_t rs_b, float* c, int64_t ldc,
+                                    float alpha, float beta, int mr, int nr);
+
+/* Packs rows [i0, i0+mc) x cols [p0, p0+kc) of `a` into ceil(mc/MR) slivers (each MR*kc). */
+void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t p0, int64_t mc,
+                      int64_t kc);
+/* Packs rows [p0, p0+kc) x cols [j0, j0+nc) of `b` into ceil(nc/NR) slivers (each kc*NR). */
+void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,
+                      int64_t nc);
+/* Applies the epilogue to the mr x nr tile at c (leading dim ldc) whose top-left element is
+ * (i0, j0) of the full C. */
+void kiln_gemm_epilogue_tile(float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t mr,
+                             int64_t nr, const kiln_gemm_epilogue_t* ep);
+/* The activation on one value. */
+float kiln_gemm_activate(float x, int activation);
+
+/* Runs a problem whose arguments were already validated (gemm.c). Errors: OUT_OF_MEMORY. */
+kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* p);
+
+/* C = alpha*A*B + beta*C in f64 on fully strided operands (rs/cs in elements); beta == 0 does not
+ * read C. Validated arguments. Errors: OUT_OF_MEMORY. */
+kiln_status_t kiln_dgemm_strided(int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                                 int64_t rs_a, int64_t cs_a, const double* b, int64_t rs_b,
+                                 int64_t cs_b, double beta, double* c, int64_t rs_c, int64_t cs_c);
+
+/* Selects the micro-kernel: 0 = best the CPU supports (default), 1 = portable scalar kernel.
+ * For tests and benchmarks; not thread-safe against concurrent GEMMs. */
+void kiln_gemm_set_isa(int isa);
+
+#endif /* KILN_KERNELS_GEMM_INTERNAL_H */

@@ -1,0 +1,230 @@
+/* gemm_pack.c - GEMM packing from strided f32/f16/bf16 operands, the portable scalar
+ * micro-kernels, the fused epilogue and the simple blocked f64 GEMM. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm_internal.h"
+#include "kernels/half.h"
+#include "kiln/allocator.h"
+
+#define MR KILN_GEMM_MR
+#define NR KILN_GEMM_NR
+
+/* d[i*ds] = (float)s[i*ss] for i < n, converting from `dtype`. */
+static void gather(float* d, int64_t ds, const void* s, int64_t ss, int64_t n, kiln_dtype_t dtype) {
+  if (dtype == KILN_DTYPE_F32) {
+    const float* f = s;
+    if (ds == 1 && ss == 1) {
+      memcpy(d, f, (size_t)n * sizeof(float));
+    } else if (ds == 1) {
+      for (int64_t i = 0; i < n; i++) d[i] = f[i * ss];
+    } else {
+      for (int64_t i = 0; i < n; i++) d[i * ds] = f[i * ss];
+    }
+  } else if (dtype == KILN_DTYPE_F16) {
+    const uint16_t* h = s;
+    for (int64_t i = 0; i < n; i++) d[i * ds] = kiln_f16_to_f32(h[i * ss]);
+  } else {
+    const uint16_t* h = s;
+    for (int64_t i = 0; i < n; i++) d[i * ds] = kiln_bf16_to_f32(h[i * ss]);
+  }
+}
+
+/* Address of element (i, j) of a source. */
+static const void* src_at(const kiln_gemm_src_t* s, int64_t i, int64_t j) {
+  size_t es = s->dtype == KILN_DTYPE_F32 ? 4 : 2;
+  return (const char*)s->p + (i * s->rs + j * s->cs) * (int64_t)es;
+}
+
+static int64_t abs64(int64_t x) { return x < 0 ? -x : x; }
+
+/* Packs A rows [i0, i0+mc) x [p0, p0+kc) into MR-row slivers (see gemm_internal.h). */
+void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t p0, int64_t mc,
+                      int64_t kc) {
+  const int f32 = a->dtype == KILN_DTYPE_F32;
+  for (int64_t s = 0; s < mc; s += MR) {
+    const int mr = (int)(mc - s < MR ? mc - s : MR);
+    float* d = dst + s * kc;
+    if (f32 && a->cs == 1 && mr == MR) { /* row-major: six read streams, one write stream */
+      const float* r0 = src_at(a, i0 + s, p0);
+      const int64_t rs = a->rs;
+      for (int64_t p = 0; p < kc; p++, d += MR) {
+        d[0] = r0[p];
+        d[1] = r0[rs + p];
+        d[2] = r0[2 * rs + p];
+        d[3] = r0[3 * rs + p];
+        d[4] = r0[4 * rs + p];
+        d[5] = r0[5 * rs + p];
+      }
+      continue;
+    }
+    if (abs64(a->rs) < abs64(a->cs)) { /* column-major-ish: one k step (MR values) at a time */
+      for (int64_t p = 0; p < kc; p++) {
+        gather(d + p * MR, 1, src_at(a, i0 + s, p0 + p), a->rs, mr, a->dtype);
+        for (int r = mr; r < MR; r++) d[p * MR + r] = 0.0f;
+      }
+    } else {
+      for (int r = 0; r < mr; r++) gather(d + r, MR, src_at(a, i0 + s + r, p0), a->cs, kc, a->dtype);
+      for (int r = mr; r < MR; r++)
+        for (int64_t p = 0; p < kc; p++) d[p * MR + r] = 0.0f;
+    }
+  }
+}
+
+/* Packs B rows [p0, p0+kc) x cols [j0, j0+nc) into NR-column slivers. */
+void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,
+                      int64_t nc) {
+  for (int64_t s = 0; s < nc; s += NR) {
+    const int nr = (int)(nc - s < NR ? nc - s : NR);
+    float* d = dst + s * kc;
+    if (abs64(b->cs) <= abs64(b->rs)) { /* row-major-ish: copy NR contiguous values per k */
+      for (int64_t p = 0; p < kc; p++) {
+        gather(d + p * NR, 1, src_at(b, p0 + p, j0 + s), b->cs, nr, b->dtype);
+        for (int j = nr; j < NR; j++) d[p * NR + j] = 0.0f;
+      }
+    } else { /* transposed: walk each column along k */
+      for (int j = 0; j < nr; j++) gather(d + j, NR, src_at(b, p0, j0 + s + j), b->rs, kc, b->dtype);
+      for (int j = nr; j < NR; j++)
+        for (int64_t p = 0; p < kc; p++) d[p * NR + j] = 0.0f;
+    }
+  }
+}
+
+/* Stores alpha*acc + beta*C for the valid part of a tile. */
+static void store_tile(float acc[MR][NR], float* c, int64_t ldc, float alpha, float beta, int mr,
+                       int nr) {
+  for (int r = 0; r < mr; r++) {
+    float* row = c + r * ldc;
+    if (beta == 0.0f) {
+      for (int j = 0; j < nr; j++) row[j] = alpha * acc[r][j];
+    } else {
+      for (int j = 0; j < nr; j++) row[j] = alpha * acc[r][j] + beta * row[j];
+    }
+  }
+}
+
+/* Portable packed micro-kernel. */
+void kiln_sgemm_ukr_generic(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                            float alpha, float beta, int mr, int nr) {
+  float acc[MR][NR];
+  memset(acc, 0, sizeof(acc));
+  for (int64_t p = 0; p < kc; p++, a += MR, b += NR) {
+    for (int r = 0; r < MR; r++) {
+      const float ar = a[r];
+      for (int j = 0; j < NR; j++) acc[r][j] += ar * b[j];
+    }
+  }
+  store_tile(acc, c, ldc, alpha, beta, mr, nr);
+}
+
+/* Portable unpacked micro-kernel. */
+void kiln_sgemm_ukr_strided_generic(int64_t k, const float* a, int64_t rs_a, int64_t cs_a,
+                                    const float* b, int64_t rs_b, float* c, int64_t ldc,
+                                    float alpha, float beta, int mr, int nr) {
+  float acc[MR][NR];
+  memset(acc, 0, sizeof(acc));
+  for (int64_t p = 0; p < k; p++, b += rs_b) {
+    for (int r = 0; r < mr; r++) {
+      const float ar = a[r * rs_a + p * cs_a];
+      for (int j = 0; j < nr; j++) acc[r][j] += ar * b[j];
+    }
+  }
+  store_tile(acc, c, ldc, alpha, beta, mr, nr);
+}
+
+/* The activation on one value (torch formulas). */
+float kiln_gemm_activate(float x, int activation) {
+  switch (activation) {
+    case KILN_GEMM_ACT_RELU:
+      return x > 0.0f ? x : (x == x ? 0.0f : x); /* NaN propagates like torch.relu */
+    case KILN_GEMM_ACT_GELU:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case KILN_GEMM_ACT_GELU_TANH: {
+      const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + tanhf(inner));
+    }
+    case KILN_GEMM_ACT_SILU:
+      return x / (1.0f + expf(-x));
+    default:
+      return x;
+  }
+}
+
+/* Applies bias, activation and residual to one tile of C. */
+void kiln_gemm_epilogue_tile(float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t mr,
+                             int64_t nr, const kiln_gemm_epilogue_t* ep) {
+  for (int64_t r = 0; r < mr; r++) {
+    float* row = c + r * ldc;
+    if (ep->bias != NULL) {
+      if (ep->bias_axis == 0) {
+        const float bv = ep->bias[i0 + r];
+        for (int64_t j = 0; j < nr; j++) row[j] += bv;
+      } else {
+        const float* bv = ep->bias + j0;
+        for (int64_t j = 0; j < nr; j++) row[j] += bv[j];
+      }
+    }
+    switch (ep->activation) {
+      case KILN_GEMM_ACT_NONE:
+        break;
+      case KILN_GEMM_ACT_RELU:
+        for (int64_t j = 0; j < nr; j++) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+        break;
+      default:
+        for (int64_t j = 0; j < nr; j++) row[j] = kiln_gemm_activate(row[j], ep->activation);
+        break;
+    }
+    if (ep->residual != NULL) {
+      const float* res = ep->residual + (i0 + r) * ep->ldr + j0;
+      for (int64_t j = 0; j < nr; j++) row[j] += res[j];
+    }
+  }
+}
+
+/* ---- f64: pack blocks contiguously, then a plain i-p-j loop the compiler vectorizes -------- */
+
+#define DMB 64
+#define DKB 256
+#define DNB 512
+
+/* C = alpha*A*B + beta*C in f64 on strided operands. */
+kiln_status_t kiln_dgemm_strided(int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                                 int64_t rs_a, int64_t cs_a, const double* b, int64_t rs_b,
+                                 int64_t cs_b, double beta, double* c, int64_t rs_c, int64_t cs_c) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double* cij = c + i * rs_c + j * cs_c;
+      *cij = beta == 0.0 ? 0.0 : beta * *cij;
+    }
+  if (k == 0 || alpha == 0.0 || m == 0 || n == 0) return KILN_OK;
+  double* ablk = kiln_allocator_alloc(NULL, sizeof(double) * (DMB * DKB + DKB * DNB + DNB), 64);
+  if (ablk == NULL) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_dgemm: out of memory");
+  double* bblk = ablk + DMB * DKB;
+  double* acc = bblk + DKB * DNB;
+  for (int64_t j0 = 0; j0 < n; j0 += DNB) {
+    const int64_t nb = n - j0 < DNB ? n - j0 : DNB;
+    for (int64_t p0 = 0; p0 < k; p0 += DKB) {
+      const int64_t kb = k - p0 < DKB ? k - p0 : DKB;
+      for (int64_t p = 0; p < kb; p++)
+        for (int64_t j = 0; j < nb; j++) bblk[p * nb + j] = b[(p0 + p) * rs_b + (j0 + j) * cs_b];
+      for (int64_t i0 = 0; i0 < m; i0 += DMB) {
+        const int64_t mb = m - i0 < DMB ? m - i0 : DMB;
+        for (int64_t i = 0; i < mb; i++)
+          for (int64_t p = 0; p < kb; p++) ablk[i * kb + p] = a[(i0 + i) * rs_a + (p0 + p) * cs_a];
+        for (int64_t i = 0; i < mb; i++) {
+          for (int64_t j = 0; j < nb; j++) acc[j] = 0.0;
+          for (int64_t p = 0; p < kb; p++) {
+            const double av = ablk[i * kb + p];
+            const double* brow = bblk + p * nb;
+            for (int64_t j = 0; j < nb; j++) acc[j] += av * brow[j];
+          }
+          double* crow = c + (i0 + i) * rs_c + j0 * cs_c;
+          for (int64_t j = 0; j < nb; j++) crow[j * cs_c] += alpha * acc[j];
+        }
+      }
+    }
+  }
+  kiln_allocator_free(NULL, ablk);
+  return KILN_OK;
+}

@@ -1,0 +1,267 @@
+/* test_gemm.c - GEMM kernels against a naive double-precision reference.
+ *
+ * Tolerances: every element is checked against |got - ref| <= tol * S + tiny, where S is the
+ * reference computed on absolute values (|alpha| sum |a||b| + |beta c| + |bias| + |residual|),
+ * i.e. a relative bound that does not blow up under cancellation. tol is 1e-5 * sqrt(k + 1) for
+ * f32, 2e-3 for f16 and 1.6e-2 for bf16 (a couple of output ulps; inputs are exact in the low
+ * precision and accumulation is f32), 1e-13 * sqrt(k + 1) for f64. Activations are compared
+ * after applying them in double to the f32 result's reference (GELU/SiLU are 1-Lipschitz-ish).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm_internal.h"
+#include "kernels/half.h"
+#include "kiln/kernels/gemm.h"
+#include "kiln_test.h"
+
+static _Thread_local uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform [-1, 1) */
+  g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((g_rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+static float* fvec(int64_t n) {
+  float* p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  for (int64_t i = 0; i < n; i++) p[i] = frand();
+  return p;
+}
+
+static double act_ref(double x, int act) {
+  switch (act) {
+    case KILN_GEMM_ACT_RELU: return x > 0 ? x : 0;
+    case KILN_GEMM_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case KILN_GEMM_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case KILN_GEMM_ACT_SILU: return x / (1 + exp(-x));
+    default: return x;
+  }
+}
+
+/* Runs kiln_sgemm_ex on random data and checks every element; returns the number of bad ones. */
+static int check_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                       int64_t pad, const kiln_gemm_epilogue_t* ep_in, int nan_c) {
+#define LD(x) ((x) > 1 ? (x) : 1)
+  const int64_t lda = LD(ta ? m : k) + pad, ldb = LD(tb ? k : n) + pad, ldc = LD(n) + pad;
+  float* a = fvec((ta ? k : m) * lda);
+  float* b = fvec((tb ? n : k) * ldb);
+  float* c = fvec(m * ldc);
+  float* c0 = malloc(sizeof(float) * (size_t)(m * ldc > 0 ? m * ldc : 1));
+  float* bias = fvec(m > n ? m : n);
+  const int64_t ldr = n + 3;
+  float* res = fvec(m * ldr);
+  if (nan_c)
+    for (int64_t i = 0; i < m * ldc; i++) c[i] = NAN;
+  memcpy(c0, c, sizeof(float) * (size_t)(m * ldc));
+  kiln_gemm_epilogue_t ep;
+  if (ep_in) {
+    ep = *ep_in;
+    if (ep.bias) ep.bias = bias;
+    if (ep.residual) { ep.residual = res; ep.ldr = ldr; }
+  }
+  KT_OK(kiln_sgemm_ex(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ep_in ? &ep : NULL));
+  int bad = 0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double r = 0, s = 0;
+      for (int64_t p = 0; p < k; p++) {
+        double x = a[ta ? p * lda + i : i * lda + p], y = b[tb ? j * ldb + p : p * ldb + j];
+        r += x * y;
+        s += fabs(x * y);
+      }
+      r *= alpha;
+      s *= fabs(alpha);
+      if (beta != 0) { r += beta * (double)c0[i * ldc + j]; s += fabs(beta * c0[i * ldc + j]); }
+      if (ep_in) {
+        if (ep.bias) { double bv = ep.bias_axis ? bias[j] : bias[i]; r += bv; s += fabs(bv); }
+        r = act_ref(r, ep.activation);
+        if (ep.residual) { r += res[i * ldr + j]; s += fabs(res[i * ldr + j]); }
+      }
+      double got = c[i * ldc + j];
+      double tol = 1e-5 * sqrt((double)k + 1) * s + 1e-30;
+      if (!(fabs(got - r) <= tol)) {
+        if (bad < 3)
+          fprintf(stderr, "  sgemm ta=%d tb=%d %lldx%lldx%lld alpha=%g beta=%g: C[%lld,%lld]=%.9g ref %.9g\n",
+                  ta, tb, (long long)m, (long long)n, (long long)k, alpha, beta, (long long)i,
+                  (long long)j, got, r);
+        bad++;
+      }
+    }
+  /* Padding columns of C are never written. */
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = n; j < ldc; j++)
+      if (memcmp(&c[i * ldc + j], &c0[i * ldc + j], 4) != 0) bad++;
+  free(a); free(b); free(c); free(c0); free(bias); free(res);
+  return bad;
+}
+
+static const int64_t kShapes[][3] = {
+    {1, 1, 1},   {2, 3, 4},    {17, 31, 13}, {6, 16, 8},    {7, 17, 5},    {5, 33, 70},
+    {64, 64, 64}, {65, 47, 63}, {1, 200, 64}, {200, 1, 64},  {3, 100, 300}, {100, 100, 100},
+    {97, 131, 257}, {130, 70, 513}, {12, 300, 40}, {150, 6, 200}, {256, 256, 256},
+};
+
+KT_TEST(sgemm_shapes_and_transposes) {
+  int bad = 0;
+  for (size_t s = 0; s < sizeof(kShapes) / sizeof(kShapes[0]); s++)
+    for (int t = 0; t < 4; t++)
+      bad += check_sgemm(t & 1, t >> 1, kShapes[s][0], kShapes[s][1], kShapes[s][2], 1.0f, 0.0f,
+                         0, NULL, 0);
+  KT_CHECK(bad == 0);
+}
+
+KT_TEST(sgemm_alpha_beta_and_padding) {
+  int bad = 0;
+  const float ab[][2] = {{1, 1}, {-0.5f, 2}, {2, -1}, {0.25f, 0.5f}};
+  for (int v = 0; v < 4; v++)
+    for (int t = 0; t < 4; t++) {
+      bad += check_sgemm(t & 1, t >> 1, 19, 23, 29, ab[v][0], ab[v][1], 5, NULL, 0);
+      bad += check_sgemm(t & 1, t >> 1, 70, 90, 300, ab[v][0], ab[v][1], 3, NULL, 0);
+    }
+  KT_CHECK(bad == 0);
+}
+
+KT_TEST(sgemm_beta0_ignores_nan_and_zero_dims) {
+  int bad = 0;
+  bad += check_sgemm(0, 0, 9, 20, 7, 1.0f, 0.0f, 2, NULL, 1);
+  bad += check_sgemm(1, 1, 120, 80, 300, 1.5f, 0.0f, 1, NULL, 1);
+  bad += check_sgemm(0, 0, 5, 5, 0, 1.0f, 0.0f, 0, NULL, 1); /* k = 0, beta = 0: zeros */
+  bad += check_sgemm(0, 1, 5, 7, 0, 1.0f, 2.0f, 1, NULL, 0); /* k = 0: C = beta C */
+  bad += check_sgemm(0, 0, 0, 5, 3, 1.0f, 1.0f, 0, NULL, 0);
+  bad += check_sgemm(0, 0, 5, 0, 3, 1.0f, 1.0f, 0, NULL, 0);
+  KT_CHECK(bad == 0);
+  /* alpha = 0 does not read A or B (NaN there must not leak). */
+  float a[4] = {NAN, NAN, NAN, NAN}, b[4] = {NAN, NAN, NAN, NAN}, c[4] = {1, 2, 3, 4};
+  KT_OK(kiln_sgemm(0, 0, 2, 2, 2, 0.0f, a, 2, b, 2, 3.0f, c, 2));
+  KT_CHECK(c[0] == 3 && c[1] == 6 && c[2] == 9 && c[3] == 12);
+  KT_OK(kiln_sgemm(0, 0, 0, 0, 0, 1.0f, NULL, 1, NULL, 1, 0.0f, NULL, 1));
+  KT_OK(kiln_sgemm(0, 0, 2, 2, 0, 1.0f, NULL, 1, NULL, 2, 0.0f, c, 2));
+  KT_CHECK(c[0] == 0 && c[3] == 0);
+}
+
+KT_TEST(sgemm_generic_kernel) {
+  kiln_gemm_set_isa(1);
+  int bad = 0;
+  for (int t = 0; t < 4; t++) {
+    bad += check_sgemm(t & 1, t >> 1, 17, 31, 13, 1.0f, 0.5f, 1, NULL, 0);
+    bad += check_sgemm(t & 1, t >> 1, 97, 131, 257, -1.0f, 0.0f, 0, NULL, 1);
+  }
+  kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_GELU, (const float*)1, 0};
+  bad += check_sgemm(0, 1, 70, 50, 300, 1.0f, 1.0f, 0, &ep, 0);
+  kiln_gemm_set_isa(0);
+  KT_CHECK(bad == 0);
+}
+
+KT_TEST(sgemm_epilogues) {
+  int bad = 0;
+  const int64_t sh[][3] = {{7, 19, 5}, {61, 45, 33}, {130, 150, 300}};
+  for (int s = 0; s < 3; s++)
+    for (int act = 0; act <= KILN_GEMM_ACT_SILU; act++)
+      for (int axis = 0; axis < 2; axis++) {
+        kiln_gemm_epilogue_t ep = {(const float*)1, axis, act, NULL, 0};
+        bad += check_sgemm(act & 1, 0, sh[s][0], sh[s][1], sh[s][2], 1.0f, 0.0f, 1, &ep, 0);
+        kiln_gemm_epilogue_t ep2 = {axis ? (const float*)1 : NULL, 1, act, (const float*)1, 0};
+        bad += check_sgemm(0, axis, sh[s][0], sh[s][1], sh[s][2], 0.5f, 1.0f, 0, &ep2, 0);
+      }
+  kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_RELU, (const float*)1, 0};
+  bad += check_sgemm(0, 0, 4, 9, 0, 1.0f, 0.0f, 0, &ep, 1); /* k = 0: act(bias) + residual */
+  KT_CHECK(bad == 0);
+}
+
+static int check_batched(int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t batch, int share_b) {
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+  const int64_t sa = m * k + 3, sb = share_b ? 0 : k * n + 1, sc = m * n + 2;
+  float* a = fvec(sa * batch);
+  float* b = fvec(share_b ? k * n : sb * batch);
+  float* c = fvec(sc * batch);
+  float* c0 = malloc(sizeof(float) * (size_t)(sc * batch));
+  memcpy(c0, c, sizeof(float) * (size_t)(sc * batch));
+  KT_OK(kiln_sgemm_batched(ta, tb, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, 0.5f, c, ldc, sc, batch));
+  int bad = 0;
+  for (int64_t q = 0; q < batch; q++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        const float* A = a + q * sa;
+        const float* B = b + q * sb;
+        double r = 0.5 * c0[q * sc + i * ldc + j], s = fabs(r);
+        for (int64_t p = 0; p < k; p++) {
+          double x = A[ta ? p * lda + i : i * lda + p] * (double)B[tb ? j * ldb + p : p * ldb + j];
+          r += x;
+          s += fabs(x);
+        }
+        if (!(fabs(c[q * sc + i * ldc + j] - r) <= 1e-5 * sqrt(k + 1.0) * s + 1e-30)) bad++;
+      }
+  free(a); free(b); free(c); free(c0);
+  return bad;
+}
+
+KT_TEST(sgemm_batched) {
+  int bad = 0;
+  bad += check_batched(0, 0, 17, 31, 13, 7, 0);
+  bad += check_batched(1, 1, 64, 64, 64, 6, 1);
+  bad += check_batched(0, 1, 150, 140, 270, 2, 0); /* large items: threaded one by one */
+  bad += check_batched(0, 0, 5, 5, 5, 0, 0);
+  KT_CHECK(bad == 0);
+}
+
+KT_TEST(sgemm_invalid_arguments) {
+  float x[64] = {0};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, -1, 2, 2, 1, x, 2, x, 2, 0, x, 2));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, 2, 2, -3, 1, x, 2, x, 2, 0, x, 2));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, 2, 3, 4, 1, x, 3, x, 3, 0, x, 3)); /* lda < k */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(1, 0, 5, 3, 4, 1, x, 4, x, 3, 0, x, 3)); /* lda < m */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, 2, 3, 4, 1, x, 4, x, 2, 0, x, 3)); /* ldb < n */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 1, 2, 3, 4, 1, x, 4, x, 3, 0, x, 3)); /* ldb < k */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, 2, 3, 4, 1, x, 4, x, 3, 0, x, 2)); /* ldc < n */
+  KT_CHECK(strstr(kiln_status_message(), "ldc") != NULL);
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, 2, 3, 4, 1, NULL, 4, x, 3, 0, x, 3));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, 2, 3, 4, 1, x, 4, x, 3, 0, NULL, 3));
+  kiln_gemm_epilogue_t ep = {x, 2, 0, NULL, 0};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_ex(0, 0, 2, 2, 2, 1, x, 2, x, 2, 0, x, 2, &ep));
+  ep = (kiln_gemm_epilogue_t){NULL, 0, 99, NULL, 0};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_ex(0, 0, 2, 2, 2, 1, x, 2, x, 2, 0, x, 2, &ep));
+  ep = (kiln_gemm_epilogue_t){NULL, 0, 0, x, 1};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_ex(0, 0, 2, 2, 2, 1, x, 2, x, 2, 0, x, 2, &ep));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_batched(0, 0, 2, 2, 2, 1, x, 2, 4, x, 2, 4, 0, x, 2, 4, -1));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_batched(0, 0, 2, 2, 2, 1, x, 2, -4, x, 2, 4, 0, x, 2, 4, 2));
+  double d[16] = {0};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_dgemm(0, 0, 2, 2, 2, 1, d, 1, d, 2, 0, d, 2));
+}
+
+KT_TEST(dgemm_blas) {
+  const int64_t m = 70, n = 530, k = 300; /* > one 64 x 256 x 512 block each way */
+  double* a = malloc(sizeof(double) * m * k);
+  double* b = malloc(sizeof(double) * k * n);
+  double* c = malloc(sizeof(double) * m * n);
+  for (int64_t i = 0; i < m * k; i++) a[i] = frand();
+  for (int64_t i = 0; i < k * n; i++) b[i] = frand();
+  for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
+  KT_OK(kiln_dgemm(0, 1, m, n, k, 2.0, a, k, b, k, 0.0, c, n)); /* b read as its transpose */
+  int bad = 0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double r = 0, s = 0;
+      for (int64_t p = 0; p < k; p++) { r += a[i * k + p] * b[j * k + p]; s += fabs(a[i * k + p] * b[j * k + p]); }
+      if (!(fabs(c[i * n + j] - 2 * r) <= 1e-13 * sqrt(k + 1.0) * 2 * s)) bad++;
+    }
+  KT_CHECK(bad == 0);
+  free(a); free(b); free(c);
+}
+
+/* Several user threads calling at once: the pool runs one inline, scratch is per call. */
+static void* concurrent_worker(void* arg) {
+  int* bad = arg;
+  for (int r = 0; r < 3; r++) *bad += check_sgemm(r & 1, 0, 150, 170, 260, 1.0f, 0.5f, 0, NULL, 0);
+  return NULL;
+}
+
+KT_TEST(sgemm_concurrent_callers) {
+  pthread_t th[3];
+  int bad[3] = {0, 0, 0};
+  for (int i = 0; i < 3; i++) KT_CHECK(pthread_create(&th[i], NULL, concurrent_worker, &bad[i]) == 0);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  KT_CHECK(bad[0] + bad[1] + bad[2] == 0);
+}
+
+KT_MAIN()
