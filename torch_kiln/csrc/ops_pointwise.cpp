@@ -36,6 +36,8 @@
 #include <ATen/ops/gelu_backward.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/hardsigmoid.h>
+#include <ATen/ops/isneginf.h>
+#include <ATen/ops/isposinf.h>
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/hardtanh.h>
 #include <ATen/ops/le.h>
@@ -83,6 +85,8 @@
 #include <ATen/ops/zero.h>
 #include <ATen/native/TypeProperties.h>
 #include <torch/library.h>
+
+#include <limits>
 
 #include "ops_common.h"
 
@@ -407,6 +411,21 @@ KILN_LOGICAL(logical_and, KILN_BINARY_LOGICAL_AND)
 KILN_LOGICAL(logical_or, KILN_BINARY_LOGICAL_OR)
 KILN_LOGICAL(logical_xor, KILN_BINARY_LOGICAL_XOR)
 
+// isposinf / isneginf: x == +-inf for floats; never true for integers.
+Tensor& isinf_sign_out(bool neg, const Tensor& self, Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kBool, "isposinf/isneginf does not support non-boolean outputs.");
+  if (!at::isFloatingType(self.scalar_type())) {
+    at::native::resize_output(out, self.sizes());
+    return out.fill_(false);
+  }
+  double inf = std::numeric_limits<double>::infinity();
+  if (run_binary_scalar(KILN_BINARY_EQ, self, neg ? -inf : inf, 1.0, self.scalar_type(), at::kBool, out)) return out;
+  return neg ? KILN_FALLBACK(isneginf_out, self, out) : KILN_FALLBACK(isposinf_out, self, out);
+}
+
+Tensor& isneginf_out(const Tensor& self, Tensor& out) { return isinf_sign_out(true, self, out); }
+Tensor& isposinf_out(const Tensor& self, Tensor& out) { return isinf_sign_out(false, self, out); }
+
 // ---- activation backward -----------------------------------------------------------------
 
 Tensor& sigmoid_backward_out(const Tensor& grad, const Tensor& y, Tensor& out) {
@@ -637,6 +656,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("ge.Tensor_out", ge_tensor_out);
   m.impl("ge.Scalar_out", ge_scalar_out);
   m.impl("logical_and.out", logical_and_out);
+  m.impl("isneginf.out", isneginf_out);
+  m.impl("isposinf.out", isposinf_out);
   m.impl("logical_or.out", logical_or_out);
   m.impl("logical_xor.out", logical_xor_out);
   m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
