@@ -22,9 +22,20 @@ def check(fn, inputs, dtype, native_ops=(), grad=True):
         g = torch.randn_like(want)
         want.backward(g)
         got.backward(g.to("kiln"))
-        for c, k in zip(cpu_in, k_in):
-            if c.grad is not None:
-                torch.testing.assert_close(k.grad.cpu(), c.grad, **TOL[dtype])
+        if dtype in (torch.float16, torch.bfloat16):
+            # 16-bit gradients are sums of rounded products: judge kiln against a float64 reference,
+            # allowing as much error as PyTorch CPU itself makes (plus the dtype tolerance).
+            ref_in = [t.detach().double().requires_grad_(t.is_floating_point()) for t in inputs]
+            fn(*ref_in).backward(g.double())
+            for c, k, r in zip(cpu_in, k_in, ref_in):
+                if c.grad is not None:
+                    cpu_err = (c.grad.double() - r.grad).abs().max().item()
+                    kiln_err = (k.grad.cpu().double() - r.grad).abs().max().item()
+                    assert kiln_err <= 1.5 * cpu_err + TOL[dtype]["atol"], (kiln_err, cpu_err)
+        else:
+            for c, k in zip(cpu_in, k_in):
+                if c.grad is not None:
+                    torch.testing.assert_close(k.grad.cpu(), c.grad, **TOL[dtype])
     report = torch_kiln.fallback_report()
     for op in native_ops:
         assert op not in report, (op, report)
@@ -95,5 +106,7 @@ def test_sdpa(dtype, case):
         if case == "transposed":
             q = q.transpose(1, 2).contiguous().transpose(1, 2)
         m = None if mask is None else mask.to(q.device)
+        if m is not None and m.is_floating_point():
+            m = m.to(q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=case == "causal")
     check(fn, [q, k, v], dtype, ["aten::bmm.out", "aten::_softmax.out"])

@@ -56,8 +56,13 @@ void substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack* sta
     }
     uint64_t seed;
     {
+      // A fresh CPU seed per call, derived from (seed, offset); the offset then advances.
       std::lock_guard<std::mutex> lock(src_gen.mutex());
-      seed = src_gen.get<at::CPUGeneratorImpl>()->random64();
+      uint64_t x = src_gen.current_seed() ^ (0x9E3779B97F4A7C15ull * (src_gen.get_offset() + 1));
+      x ^= x >> 31;
+      x *= 0xBF58476D1CE4E5B9ull;
+      seed = x ^ (x >> 29);
+      src_gen.set_offset(src_gen.get_offset() + 1);
     }
     v = c10::IValue(at::make_generator<at::CPUGeneratorImpl>(seed));
   }

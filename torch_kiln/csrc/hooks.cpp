@@ -1,26 +1,18 @@
 // hooks.cpp - PrivateUse1HooksInterface (availability, generators, device from pointer) and the
-// kiln generator: a CPUGeneratorImpl living on a kiln device, so seeding is per device.
-#include <ATen/CPUGeneratorImpl.h>
+// per-device default generators (KilnGeneratorImpl, generator.h).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
 
 #include <mutex>
 #include <vector>
 
-#include "kiln_torch.h"
+#include "generator.h"
 
 namespace torch_kiln {
 
 c10::Allocator* allocator();
 
 namespace {
-
-struct KilnGeneratorImpl : at::CPUGeneratorImpl {
-  explicit KilnGeneratorImpl(c10::DeviceIndex index) {
-    device_ = c10::Device(c10::DeviceType::PrivateUse1, index);
-    key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
-  }
-};
 
 at::Generator make_generator(c10::DeviceIndex index) {
   auto gen = at::make_generator<KilnGeneratorImpl>(index);

@@ -7,6 +7,8 @@
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -98,9 +100,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     KILN_CHECK(kiln_kernel_copy(&s, &d));
     return dst;
   }
+  // Dtypes kiln has no kernel for (complex, ...) or conj/neg views: the host copies, on host
+  // aliases that carry the same conj/neg bits, so nothing re-enters this function.
   record_fallback("aten::_copy_from[" + std::string(c10::toString(src.scalar_type())) + "]");
   at::Tensor s = host_alias(src);
   at::Tensor d = host_alias(dst);
+  if (src.is_conj()) s = at::_conj(s);
+  if (src.is_neg()) s = at::_neg_view(s);
+  if (dst.is_conj()) d = at::_conj(d);
+  if (dst.is_neg()) d = at::_neg_view(d);
   d.copy_(s);
   return dst;
 }
@@ -144,6 +152,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);

@@ -75,10 +75,8 @@ Tensor& log_softmax_backward_out(const Tensor& grad, const Tensor& output, int64
   return softmax_backward_impl(true, grad, output, dim, dt, gi);
 }
 
-// mean/rstd dtype: f32 for reduced-precision inputs, else the input's (as aten's CPU kernel).
-at::ScalarType stat_dtype(const Tensor& x) {
-  return (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) ? at::kFloat : x.scalar_type();
-}
+// mean/rstd have the input's dtype, as aten's CPU kernel returns them.
+at::ScalarType stat_dtype(const Tensor& x) { return x.scalar_type(); }
 
 void check_layer_norm(const Tensor& input, c10::IntArrayRef shape, const Tensor& w, const Tensor& b) {
   int64_t n = static_cast<int64_t>(shape.size());

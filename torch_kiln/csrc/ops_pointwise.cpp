@@ -104,12 +104,12 @@ using at::Tensor;
 // ---- generic drivers (return false when kiln cannot describe the operands) ----------------
 
 bool run_unary(kiln_unary_op_t op, const Tensor& x, const kiln_unary_params_t* p,
-               ScalarType compute, Tensor& out) {
+               ScalarType compute, Tensor& out, std::optional<ScalarType> result = std::nullopt) {
   if (!all_describable({&x}) || !to_kiln_dtype(compute)) return false;
   check_device(out, x);
   at::native::resize_output(out, x.sizes());
   if (!describable(out)) return false;
-  check_out(out, compute, {&x});
+  check_out(out, result.value_or(compute), {&x});
   if (out.numel() == 0) return true;
   kiln_tensor_t dx = describe(x), dout = describe(out);
   KILN_CHECK(kiln_kernel_unary_ex(op, &dx, p, kdt(compute), &dout));
@@ -146,7 +146,8 @@ bool run_binary_scalar(kiln_binary_op_t op, const Tensor& a, const Scalar& b, do
 
 // a, b, c may be undefined only for CLAMP_TENSOR's bounds.
 bool run_ternary(kiln_ternary_op_t op, const Tensor& a, const Tensor& b, const Tensor& c,
-                 double scalar, ScalarType compute, Tensor& out) {
+                 double scalar, ScalarType compute, Tensor& out,
+                 std::optional<ScalarType> result = std::nullopt) {
   if (!all_describable({&a, &b, &c}) || !to_kiln_dtype(compute)) return false;
   check_device(out, a);
   check_device(out, b);
@@ -156,7 +157,7 @@ bool run_ternary(kiln_ternary_op_t op, const Tensor& a, const Tensor& b, const T
   if (c.defined()) shape = at::infer_size_dimvector(shape, c.sizes());
   at::native::resize_output(out, shape);
   if (!describable(out)) return false;
-  check_out(out, compute, {&a, &b, &c});
+  check_out(out, result.value_or(compute), {&a, &b, &c});
   if (out.numel() == 0) return true;
   kiln_tensor_t da = describe(a), dout = describe(out), db, dc;
   if (b.defined()) db = describe(b);
@@ -167,6 +168,11 @@ bool run_ternary(kiln_ternary_op_t op, const Tensor& a, const Tensor& b, const T
 }
 
 ScalarType rt(const Tensor& a, const Tensor& b) { return at::result_type(a, b); }
+
+// aten's CPU kernels do f16/bf16 arithmetic in float ("opmath") with scalar operands (alpha,
+// value, weight, wrapped numbers) kept in float; computing in f32 and rounding once on store
+// gives exactly that. Comparisons keep the 16-bit compute dtype (the scalar is rounded first).
+ScalarType opmath(ScalarType t) { return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t; }
 ScalarType rt(const Tensor& a, const Scalar& b) { return at::result_type(a, b); }
 
 // ---- unary ---------------------------------------------------------------------------------
@@ -219,7 +225,7 @@ KILN_UNARY_FLOAT(hardsigmoid, hardsigmoid_out, KILN_UNARY_HARDSIGMOID)
 KILN_UNARY_FLOAT(hardswish, hardswish_out, KILN_UNARY_HARDSWISH)
 
 Tensor& logical_not_out(const Tensor& self, Tensor& out) {
-  if (run_unary(KILN_UNARY_LOGICAL_NOT, self, nullptr, self.scalar_type(), out)) return out;
+  if (run_unary(KILN_UNARY_LOGICAL_NOT, self, nullptr, self.scalar_type(), out, at::kBool)) return out;
   return KILN_FALLBACK(logical_not_out, self, out);
 }
 
@@ -325,7 +331,7 @@ Tensor& pow_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) 
 
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_ADD, self, other, alpha.toDouble(), r, r, out)) return out;
+  if (run_binary(KILN_BINARY_ADD, self, other, alpha.toDouble(), opmath(r), r, out)) return out;
   return KILN_FALLBACK(add_out, self, other, alpha, out);
 }
 
@@ -334,19 +340,19 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
               "Subtraction, the `-` operator, with two bool tensors is not supported. "
               "Use the `^` or `logical_xor()` operator instead.");
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_SUB, self, other, alpha.toDouble(), r, r, out)) return out;
+  if (run_binary(KILN_BINARY_SUB, self, other, alpha.toDouble(), opmath(r), r, out)) return out;
   return KILN_FALLBACK(sub_out, self, other, alpha, out);
 }
 
 Tensor& mul_out(const Tensor& self, const Tensor& other, Tensor& out) {
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_MUL, self, other, 1.0, r, r, out)) return out;
+  if (run_binary(KILN_BINARY_MUL, self, other, 1.0, opmath(r), r, out)) return out;
   return KILN_FALLBACK(mul_out, self, other, out);
 }
 
 Tensor& div_out(const Tensor& self, const Tensor& other, Tensor& out) {
   ScalarType r = float_compute(rt(self, other));
-  if (run_binary(KILN_BINARY_DIV, self, other, 1.0, r, r, out)) return out;
+  if (run_binary(KILN_BINARY_DIV, self, other, 1.0, opmath(r), r, out)) return out;
   return KILN_FALLBACK(div_out, self, other, out);
 }
 
@@ -490,14 +496,16 @@ Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& wei
               " for `end` but got dtype ", end.scalar_type());
   ScalarBox w(weight, self.scalar_type());
   Tensor wt = at::from_blob(&w.v, {}, at::TensorOptions().dtype(at::isFloatingType(self.scalar_type()) ? at::kDouble : at::kLong));
-  if (run_ternary(KILN_TERNARY_LERP, self, end, wt, 0.0, self.scalar_type(), out)) return out;
+  if (run_ternary(KILN_TERNARY_LERP, self, end, wt, 0.0, opmath(self.scalar_type()), out, self.scalar_type()))
+    return out;
   return KILN_FALLBACK(lerp_Scalar_out, self, end, weight, out);
 }
 
 Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& weight, Tensor& out) {
   TORCH_CHECK(self.scalar_type() == end.scalar_type() && self.scalar_type() == weight.scalar_type(),
               "expected dtype ", self.scalar_type(), " for `end` and `weight`");
-  if (run_ternary(KILN_TERNARY_LERP, self, end, weight, 0.0, self.scalar_type(), out)) return out;
+  if (run_ternary(KILN_TERNARY_LERP, self, end, weight, 0.0, opmath(self.scalar_type()), out, self.scalar_type()))
+    return out;
   return KILN_FALLBACK(lerp_Tensor_out, self, end, weight, out);
 }
 
@@ -510,7 +518,8 @@ ScalarType rt3(const Tensor& a, const Tensor& b, const Tensor& c) {
 }
 
 Tensor& addcmul_out(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, Tensor& out) {
-  if (run_ternary(KILN_TERNARY_ADDCMUL, self, t1, t2, value.toDouble(), rt3(self, t1, t2), out)) return out;
+  if (run_ternary(KILN_TERNARY_ADDCMUL, self, t1, t2, value.toDouble(), opmath(rt3(self, t1, t2)), out, rt3(self, t1, t2)))
+    return out;
   return KILN_FALLBACK(addcmul_out, self, t1, t2, value, out);
 }
 
@@ -522,7 +531,8 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
               "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
               "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all "
               "dtypes.");
-  if (run_ternary(KILN_TERNARY_ADDCDIV, self, t1, t2, value.toDouble(), rt3(self, t1, t2), out)) return out;
+  if (run_ternary(KILN_TERNARY_ADDCDIV, self, t1, t2, value.toDouble(), opmath(rt3(self, t1, t2)), out, rt3(self, t1, t2)))
+    return out;
   return KILN_FALLBACK(addcdiv_out, self, t1, t2, value, out);
 }
 
