@@ -77,6 +77,16 @@ static const float* block_in(const t4_t* t, int64_t b, int64_t h, int64_t r0, in
   return buf;
 }
 
+/* The same rows transposed into dst (cols x nr, leading dim ldd); buf is conversion scratch. */
+static const float* block_t(const kiln_nn_ops_t* ops, const t4_t* t, int64_t b, int64_t h,
+                            int64_t r0, int64_t nr, int64_t cols, float* buf, float* dst,
+                            int64_t ldd) {
+  int64_t ld;
+  const float* src = block_in(t, b, h, r0, nr, cols, buf, &ld);
+  ops->transpose(nr, cols, src, ld, dst, ldd);
+  return dst;
+}
+
 static void block_out(const t4_t* t, int64_t b, int64_t h, int64_t r0, int64_t nr, int64_t cols,
                       const float* src, int64_t ld) {
   for (int64_t r = 0; r < nr; r++)
@@ -87,10 +97,9 @@ static inline char* lse_ptr(const sdpa_ctx_t* c, int64_t b, int64_t h, int64_t i
   return c->lp + (b * c->ls[0] + h * c->ls[1] + i * c->ls[2]) * (int64_t)kiln_dtype_size(c->ldt);
 }
 
-/* Scales row r of a score block (queries i0.., keys j0..) and applies mask and causality. */
-static void scores_fixup(const sdpa_ctx_t* c, const kiln_nn_ops_t* ops, float* s, int64_t b,
-                         int64_t h, int64_t i, int64_t j0, int64_t nj) {
-  ops->affine(s, c->scale, 0.0f, s, nj);
+/* Applies mask and causality to the scaled scores s[0, nj) of query i against keys j0... */
+static void mask_fixup(const sdpa_ctx_t* c, float* s, int64_t b, int64_t h, int64_t i,
+                       int64_t j0, int64_t nj) {
   if (c->has_mask) {
     const char* m = c->mp + b * c->ms[0] + h * c->ms[1] + i * c->ms[2] + j0 * c->ms[3];
     const int64_t ms = c->ms[3];
@@ -118,7 +127,8 @@ static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
   const int64_t E = c->E, Ev = c->Ev, br = c->br, bc = c->bc;
   float* qbuf = (float*)mem;
   float* kbuf = qbuf + br * E;
-  float* vbuf = kbuf + bc * E;
+  float* ktbuf = kbuf + bc * E;
+  float* vbuf = ktbuf + bc * E;
   float* sb = vbuf + bc * Ev;
   float* acc = sb + br * bc;
   float* mrow = acc + br * Ev;
@@ -127,7 +137,7 @@ static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
     const int64_t qb = t % c->nqb, bh = t / c->nqb, b = bh / c->H, h = bh % c->H;
     const int64_t hk = h / c->group;
     const int64_t i0 = qb * br, ni = c->L - i0 < br ? c->L - i0 : br;
-    int64_t ldq, ldk, ldv;
+    int64_t ldq, ldv;
     const float* Q = block_in(&c->q, b, h, i0, ni, E, qbuf, &ldq);
     for (int64_t r = 0; r < ni; r++) {
       mrow[r] = -INFINITY;
@@ -137,12 +147,12 @@ static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
     const int64_t kend = c->causal ? (c->S < i0 + ni ? c->S : i0 + ni) : c->S;
     for (int64_t j0 = 0; j0 < kend; j0 += bc) {
       const int64_t nj = kend - j0 < bc ? kend - j0 : bc;
-      const float* K = block_in(&c->k, b, hk, j0, nj, E, kbuf, &ldk);
+      const float* Kt = block_t(ops, &c->k, b, hk, j0, nj, E, kbuf, ktbuf, bc);
       const float* V = block_in(&c->v, b, hk, j0, nj, Ev, vbuf, &ldv);
-      ops->gemm_nt(ni, nj, E, Q, ldq, K, ldk, sb, bc);
+      ops->gemm(ni, nj, E, c->scale, Q, ldq, 1, Kt, bc, sb, bc, 0);
       for (int64_t r = 0; r < ni; r++) {
         float* s = sb + r * bc;
-        scores_fixup(c, ops, s, b, h, i0 + r, j0, nj);
+        mask_fixup(c, s, b, h, i0 + r, j0, nj);
         const float mx = ops->max(s, nj);
         const float mnew = mx > mrow[r] ? mx : mrow[r];
         if (mnew == -INFINITY) { /* every key so far masked: P = 0 */
@@ -154,7 +164,7 @@ static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
         if (alpha != 1.0f) ops->affine(acc + r * Ev, alpha, 0.0f, acc + r * Ev, Ev);
         mrow[r] = mnew;
       }
-      ops->gemm_nn_acc(ni, Ev, nj, sb, bc, 1, V, ldv, acc, Ev);
+      ops->gemm(ni, Ev, nj, 1.0f, sb, bc, 1, V, ldv, acc, Ev, 1);
     }
     for (int64_t r = 0; r < ni; r++) {
       float* o = acc + r * Ev;
@@ -197,18 +207,18 @@ static void bwd_delta_rows(void* arg, int64_t r0, int64_t r1, int tid) {
 }
 
 /* P (probabilities) and dS = P * (dP - D) for queries [i0, i0+ni) x keys [j0, j0+nj) of (b, h),
- * both ni x nj with leading dim bc. */
+ * both ni x nj with leading dim bc; Kt / Vt are the key / value blocks transposed (ld bc). */
 static void bwd_block(const sdpa_ctx_t* c, const kiln_nn_ops_t* ops, int64_t b, int64_t h,
                       int64_t i0, int64_t ni, int64_t j0, int64_t nj, const float* Q, int64_t ldq,
-                      const float* dO, int64_t lddo, const float* K, int64_t ldk, const float* V,
-                      int64_t ldv, float* P, float* dS) {
+                      const float* dO, int64_t lddo, const float* Kt, const float* Vt, float* P,
+                      float* dS) {
   const int64_t bc = c->bc;
-  ops->gemm_nt(ni, nj, c->E, Q, ldq, K, ldk, P, bc);
-  ops->gemm_nt(ni, nj, c->Ev, dO, lddo, V, ldv, dS, bc);
+  ops->gemm(ni, nj, c->E, c->scale, Q, ldq, 1, Kt, bc, P, bc, 0);
+  ops->gemm(ni, nj, c->Ev, 1.0f, dO, lddo, 1, Vt, bc, dS, bc, 0);
   for (int64_t r = 0; r < ni; r++) {
     float* p = P + r * bc;
     float* ds = dS + r * bc;
-    scores_fixup(c, ops, p, b, h, i0 + r, j0, nj);
+    mask_fixup(c, p, b, h, i0 + r, j0, nj);
     const float lse = kiln_nn_getf(lse_ptr(c, b, h, i0 + r), c->ldt);
     if (lse == -INFINITY)
       memset(p, 0, sizeof(float) * (size_t)nj);
@@ -220,7 +230,7 @@ static void bwd_block(const sdpa_ctx_t* c, const kiln_nn_ops_t* ops, int64_t b, 
 
 /* Scratch layout shared by both backward passes. */
 typedef struct bwd_mem {
-  float *qbuf, *dobuf, *kbuf, *vbuf, *P, *dS, *acc1, *acc2;
+  float *qbuf, *dobuf, *kbuf, *ktbuf, *vbuf, *vtbuf, *P, *dS, *acc1, *acc2;
 } bwd_mem_t;
 
 static bwd_mem_t bwd_layout(const sdpa_ctx_t* c, char* mem) {
@@ -229,8 +239,10 @@ static bwd_mem_t bwd_layout(const sdpa_ctx_t* c, char* mem) {
   m.qbuf = (float*)mem;
   m.dobuf = m.qbuf + br * E;
   m.kbuf = m.dobuf + br * Ev;
-  m.vbuf = m.kbuf + bc * E;
-  m.P = m.vbuf + bc * Ev;
+  m.ktbuf = m.kbuf + bc * E;
+  m.vbuf = m.ktbuf + bc * E;
+  m.vtbuf = m.vbuf + bc * Ev;
+  m.P = m.vtbuf + bc * Ev;
   m.dS = m.P + br * bc;
   m.acc1 = m.dS + br * bc; /* dK (bc x E) or dQ (br x E) */
   m.acc2 = m.acc1 + (br > bc ? br : bc) * E; /* dV (bc x Ev) */
@@ -239,8 +251,8 @@ static bwd_mem_t bwd_layout(const sdpa_ctx_t* c, char* mem) {
 
 static size_t bwd_bytes(const sdpa_ctx_t* c) {
   const int64_t E = c->E, Ev = c->Ev, br = c->br, bc = c->bc, mx = br > bc ? br : bc;
-  return sizeof(float) * (size_t)(br * E + br * Ev + bc * E + bc * Ev + 2 * br * bc + mx * E +
-                                  bc * Ev);
+  return sizeof(float) * (size_t)(br * E + br * Ev + 2 * bc * E + 2 * bc * Ev + 2 * br * bc +
+                                  mx * E + bc * Ev);
 }
 
 static void bwd_kv_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
@@ -252,9 +264,9 @@ static void bwd_kv_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
   for (int64_t t = t0; t < t1; t++) {
     const int64_t kb = t % c->nkb, bh = t / c->nkb, b = bh / c->Hk, hk = bh % c->Hk;
     const int64_t j0 = kb * bc, nj = c->S - j0 < bc ? c->S - j0 : bc;
-    int64_t ldk, ldv, ldq, lddo;
-    const float* K = block_in(&c->k, b, hk, j0, nj, E, m.kbuf, &ldk);
-    const float* V = block_in(&c->v, b, hk, j0, nj, Ev, m.vbuf, &ldv);
+    int64_t ldq, lddo;
+    const float* Kt = block_t(ops, &c->k, b, hk, j0, nj, E, m.kbuf, m.ktbuf, bc);
+    const float* Vt = block_t(ops, &c->v, b, hk, j0, nj, Ev, m.vbuf, m.vtbuf, bc);
     memset(m.acc1, 0, sizeof(float) * (size_t)(nj * E));
     memset(m.acc2, 0, sizeof(float) * (size_t)(nj * Ev));
     for (int64_t g = 0; g < c->group; g++) {
@@ -263,15 +275,12 @@ static void bwd_kv_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
         const int64_t ni = c->L - i0 < br ? c->L - i0 : br;
         const float* Q = block_in(&c->q, b, h, i0, ni, E, m.qbuf, &ldq);
         const float* dO = block_in(&c->go, b, h, i0, ni, Ev, m.dobuf, &lddo);
-        bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, K, ldk, V, ldv, m.P, m.dS);
-        if (c->has_gv) ops->gemm_nn_acc(nj, Ev, ni, m.P, 1, bc, dO, lddo, m.acc2, Ev);
-        if (c->has_gk) ops->gemm_nn_acc(nj, E, ni, m.dS, 1, bc, Q, ldq, m.acc1, E);
+        bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, Kt, Vt, m.P, m.dS);
+        if (c->has_gv) ops->gemm(nj, Ev, ni, 1.0f, m.P, 1, bc, dO, lddo, m.acc2, Ev, 1);
+        if (c->has_gk) ops->gemm(nj, E, ni, c->scale, m.dS, 1, bc, Q, ldq, m.acc1, E, 1);
       }
     }
-    if (c->has_gk) {
-      ops->affine(m.acc1, c->scale, 0.0f, m.acc1, nj * E);
-      block_out(&c->gk, b, hk, j0, nj, E, m.acc1, E);
-    }
+    if (c->has_gk) block_out(&c->gk, b, hk, j0, nj, E, m.acc1, E);
     if (c->has_gv) block_out(&c->gv, b, hk, j0, nj, Ev, m.acc2, Ev);
   }
 }
@@ -286,7 +295,7 @@ static void bwd_q_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
     const int64_t qb = t % c->nqb, bh = t / c->nqb, b = bh / c->H, h = bh % c->H;
     const int64_t hk = h / c->group;
     const int64_t i0 = qb * br, ni = c->L - i0 < br ? c->L - i0 : br;
-    int64_t ldk, ldv, ldq, lddo;
+    int64_t ldk, ldq, lddo;
     const float* Q = block_in(&c->q, b, h, i0, ni, E, m.qbuf, &ldq);
     const float* dO = block_in(&c->go, b, h, i0, ni, Ev, m.dobuf, &lddo);
     memset(m.acc1, 0, sizeof(float) * (size_t)(ni * E));
@@ -294,14 +303,60 @@ static void bwd_q_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
     for (int64_t j0 = 0; j0 < kend; j0 += bc) {
       const int64_t nj = kend - j0 < bc ? kend - j0 : bc;
       const float* K = block_in(&c->k, b, hk, j0, nj, E, m.kbuf, &ldk);
-      const float* V = block_in(&c->v, b, hk, j0, nj, Ev, m.vbuf, &ldv);
-      bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, K, ldk, V, ldv, m.P, m.dS);
-      ops->gemm_nn_acc(ni, E, nj, m.dS, bc, 1, K, ldk, m.acc1, E);
+      ops->transpose(nj, E, K, ldk, m.ktbuf, bc);
+      const float* Vt = block_t(ops, &c->v, b, hk, j0, nj, Ev, m.vbuf, m.vtbuf, bc);
+      bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, m.ktbuf, Vt, m.P, m.dS);
+      ops->gemm(ni, E, nj, c->scale, m.dS, bc, 1, K, ldk, m.acc1, E, 1);
     }
-    ops->affine(m.acc1, c->scale, 0.0f, m.acc1, ni * E);
     block_out(&c->gq, b, h, i0, ni, E, m.acc1, E);
   }
 }
+
+/* Fused single pass, one task per (batch, kv head): dK, dV per key block as above, and dQ for
+ * every query of the group accumulated in scratch (group*L*E floats) in the same key-block order
+ * as bwd_q_tasks, so both schedules give bitwise identical results. */
+static void bwd_fused_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
+  const sdpa_ctx_t* c = arg;
+  const kiln_nn_ops_t* ops = kiln_nn_ops();
+  _Alignas(64) char stack[KILN_NN_STACK_BYTES];
+  char* mem = kiln_nn_scratch_get(&c->scratch, tid, stack);
+  const bwd_mem_t m = bwd_layout(c, mem);
+  float* dq = (float*)(mem + kiln_nn_align(bwd_bytes(c)));
+  const int64_t E = c->E, Ev = c->Ev, L = c->L, br = c->br, bc = c->bc;
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t b = t / c->Hk, hk = t % c->Hk;
+    if (c->has_gq) memset(dq, 0, sizeof(float) * (size_t)(c->group * L * E));
+    for (int64_t kb = 0; kb < c->nkb; kb++) {
+      const int64_t j0 = kb * bc, nj = c->S - j0 < bc ? c->S - j0 : bc;
+      int64_t ldk, ldq, lddo;
+      const float* K = block_in(&c->k, b, hk, j0, nj, E, m.kbuf, &ldk);
+      ops->transpose(nj, E, K, ldk, m.ktbuf, bc);
+      const float* Vt = block_t(ops, &c->v, b, hk, j0, nj, Ev, m.vbuf, m.vtbuf, bc);
+      memset(m.acc1, 0, sizeof(float) * (size_t)(nj * E));
+      memset(m.acc2, 0, sizeof(float) * (size_t)(nj * Ev));
+      for (int64_t g = 0; g < c->group; g++) {
+        const int64_t h = hk * c->group + g;
+        for (int64_t i0 = c->causal ? (j0 / br) * br : 0; i0 < L; i0 += br) {
+          const int64_t ni = L - i0 < br ? L - i0 : br;
+          const float* Q = block_in(&c->q, b, h, i0, ni, E, m.qbuf, &ldq);
+          const float* dO = block_in(&c->go, b, h, i0, ni, Ev, m.dobuf, &lddo);
+          bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, m.ktbuf, Vt, m.P, m.dS);
+          if (c->has_gv) ops->gemm(nj, Ev, ni, 1.0f, m.P, 1, bc, dO, lddo, m.acc2, Ev, 1);
+          if (c->has_gk) ops->gemm(nj, E, ni, c->scale, m.dS, 1, bc, Q, ldq, m.acc1, E, 1);
+          if (c->has_gq)
+            ops->gemm(ni, E, nj, c->scale, m.dS, bc, 1, K, ldk, dq + (g * L + i0) * E, E, 1);
+        }
+      }
+      if (c->has_gk) block_out(&c->gk, b, hk, j0, nj, E, m.acc1, E);
+      if (c->has_gv) block_out(&c->gv, b, hk, j0, nj, Ev, m.acc2, Ev);
+    }
+    if (c->has_gq)
+      for (int64_t g = 0; g < c->group; g++)
+        block_out(&c->gq, b, hk * c->group + g, 0, L, E, dq + g * L * E, E);
+  }
+}
+
+int kiln_nn_sdpa_bwd_schedule;
 
 /* ---- f64 path ------------------------------------------------------------------------------ */
 
@@ -537,7 +592,7 @@ kiln_status_t kiln_kernel_sdpa(const kiln_tensor_t* q, const kiln_tensor_t* k,
     return KILN_OK;
   }
   const int64_t br = c.br, bc = c.bc;
-  const size_t bytes = sizeof(float) * (size_t)(br * c.E + bc * c.E + bc * c.Ev + br * bc +
+  const size_t bytes = sizeof(float) * (size_t)(br * c.E + 2 * bc * c.E + bc * c.Ev + br * bc +
                                                 br * c.Ev + 2 * br);
   KILN_RETURN_IF_ERROR(kiln_nn_scratch_init(&c.scratch, bytes, op));
   const int64_t work = br * (c.causal ? (c.S + 1) / 2 : c.S) * (c.E + c.Ev);
@@ -598,14 +653,26 @@ kiln_status_t kiln_kernel_sdpa_backward(const kiln_tensor_t* grad_out, const kil
                         (long long)rows);
     c.D = dheap;
   }
-  kiln_status_t s = kiln_nn_scratch_init(&c.scratch, bwd_bytes(&c), op);
+  /* Fused when there are enough (batch, kv head) tasks to keep the pool busy (or one thread) and
+   * the per-thread dQ accumulator stays small; else two passes with more parallelism. */
+  const int nthreads = kiln_threadpool_size(kiln_threadpool_default());
+  const size_t dq_bytes = sizeof(float) * (size_t)(c.group * c.L * c.E);
+  int fused = c.has_gq && (c.has_gk || c.has_gv) && dq_bytes <= ((size_t)4 << 20) &&
+              (nthreads == 1 || c.B * c.Hk >= 2 * (int64_t)nthreads);
+  if (kiln_nn_sdpa_bwd_schedule) fused = kiln_nn_sdpa_bwd_schedule == 2;
+  const size_t bytes = fused ? kiln_nn_align(bwd_bytes(&c)) + dq_bytes : bwd_bytes(&c);
+  kiln_status_t s = kiln_nn_scratch_init(&c.scratch, bytes, op);
   if (s == KILN_OK) {
     kiln_parallel_for(rows, kiln_nn_grain(2 * c.Ev), bwd_delta_rows, &c);
-    const int64_t wkv = c.bc * (c.causal ? (c.L + 1) / 2 : c.L) * c.group * (2 * c.E + 2 * c.Ev);
-    if (c.has_gk || c.has_gv)
-      kiln_parallel_for(c.B * c.Hk * c.nkb, kiln_nn_grain(wkv), bwd_kv_tasks, &c);
-    const int64_t wq = c.br * (c.causal ? (c.S + 1) / 2 : c.S) * (2 * c.E + c.Ev);
-    if (c.has_gq) kiln_parallel_for(c.B * c.H * c.nqb, kiln_nn_grain(wq), bwd_q_tasks, &c);
+    if (fused) {
+      kiln_parallel_for(c.B * c.Hk, 1, bwd_fused_tasks, &c);
+    } else {
+      const int64_t wkv = c.bc * (c.causal ? (c.L + 1) / 2 : c.L) * c.group * (2 * c.E + 2 * c.Ev);
+      if (c.has_gk || c.has_gv)
+        kiln_parallel_for(c.B * c.Hk * c.nkb, kiln_nn_grain(wkv), bwd_kv_tasks, &c);
+      const int64_t wq = c.br * (c.causal ? (c.S + 1) / 2 : c.S) * (2 * c.E + c.Ev);
+      if (c.has_gq) kiln_parallel_for(c.B * c.H * c.nqb, kiln_nn_grain(wq), bwd_q_tasks, &c);
+    }
     kiln_nn_scratch_free(&c.scratch);
   }
   kiln_allocator_free(NULL, dheap);

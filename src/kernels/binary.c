@@ -179,6 +179,16 @@ static int bin_div_floor_half(int64_t n, void* out_, const void* const* in,
   return 0;
 }
 
+/* torch evaluates sigmoid_backward for f16 (not bf16) as a * (1 - y) * y in f16 arithmetic. */
+static int bin_sigmoid_bw_half(int64_t n, void* out_, const void* const* in,
+                               const kiln_ew_args_t* g) {
+  const float* a = in[0];
+  const float* b = in[1];
+  float* o = out_;
+  for (int64_t i = 0; i < n; i++) o[i] = rh(a[i] * rh(1.0f - b[i], g->half), g->half) * b[i];
+  return 0;
+}
+
 static const char* const g_binary_names[KILN_BINARY_COUNT] = {
     "add", "sub", "mul", "div", "div_trunc", "div_floor", "remainder", "fmod", "pow", "maximum",
     "minimum", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
@@ -218,6 +228,7 @@ kiln_status_t kiln_kernel_binary(kiln_binary_op_t op, const kiln_tensor_t* a,
   if (!d.kernel) d.kernel = g_binary[op][it];
   if (it != compute && op == KILN_BINARY_DIV_TRUNC) d.kernel = bin_div_trunc_half;
   if (it != compute && op == KILN_BINARY_DIV_FLOOR) d.kernel = bin_div_floor_half;
+  if (compute == KILN_DTYPE_F16 && op == KILN_BINARY_SIGMOID_BACKWARD) d.kernel = bin_sigmoid_bw_half;
   if (!d.kernel)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "binary %s: not supported for dtype %s",
                       d.name, kiln_dtype_name(compute));

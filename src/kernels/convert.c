@@ -107,8 +107,9 @@ int kiln_cpu_has_avx2(void) {
   if (v < 0) {
     const char* env = getenv("KILN_DISABLE_AVX2");
     __builtin_cpu_init();
+    /* every AVX2 + FMA CPU (Haswell / Zen and later) also has F16C */
     v = (!env || env[0] == 0 || env[0] == '0') && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        __builtin_cpu_supports("fma");
     __atomic_store_n(&g_has_avx2, v, __ATOMIC_RELAXED);
   }
   return v;

@@ -53,16 +53,15 @@
     T pdf = beta * exp(x * x * (T)-0.5);                                                 \
     return dy * (cdf + x * pdf);                                                         \
   }                                                                                      \
+  /* d/dx of x/2 (1 + tanh u) written with s = sigmoid(2u): s + 2 x s (1 - s) u', which has no \
+   * cancellation in the tails (torch's 1 + tanh and 1 - tanh^2 lose digits there). */     \
   static inline T kiln_gelu_tanh_bw_##SUF(T dy, T x) {                                   \
     const T beta = (T)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = (T)0.044715;                 \
-    T x_sq = x * x, x_cube = x_sq * x;                                                   \
-    T inner = beta * (x + kappa * x_cube);                                               \
-    T t = tanh(inner);                                                                   \
-    T left = (T)0.5 * x, right = (T)1 + t;                                               \
-    T left_d = (T)0.5 * right;                                                           \
-    T tanh_d = (T)1 - t * t;                                                             \
+    T x_sq = x * x;                                                                      \
+    T u = beta * (x + kappa * x_sq * x);                                                 \
+    T s = (T)1 / ((T)1 + exp((T)-2 * u)), oms = (T)1 / ((T)1 + exp((T)2 * u));           \
     T inner_d = beta * ((T)1 + (T)3 * kappa * x_sq);                                     \
-    return dy * (left_d + left * tanh_d * inner_d);                                      \
+    return dy * (s + (T)2 * x * s * oms * inner_d);                                      \
   }                                                                                      \
   static inline T kiln_silu_bw_##SUF(T dy, T x) {                                        \
     T s = (T)1 / ((T)1 + exp(-x));                                                       \

@@ -1,15 +1,19 @@
 /* gemm.c - the f32 GEMM driver (BLIS/GotoBLAS loop nest), its threading, validation and the
  * BLAS-style entry points of kiln/kernels/gemm.h.
  *
- * Loop nest: for each NC-wide column panel, for each KC-deep slice: pack B (kc x nc, shared,
- * packed by all threads), then split the MR-row slivers of C (or, for short C, the NR-column
- * slivers) over the pool; each thread packs its MC x KC block of A and sweeps the panel with the
- * micro-kernel. The epilogue runs on a tile right after its last KC slice. Products below
- * KILN_GEMM_SMALL run the unpacked micro-kernel on the caller.
+ * Loop nest (BLIS order): for each NC-wide column panel, for each KC-deep slice, one pool job.
+ * Its work units are row blocks of C (<= MC rows; or, for short C, column ranges of the
+ * panel), claimed dynamically; a unit packs its A block (per-thread buffer, L2) and sweeps the
+ * shared packed B slice (L3) with the micro-kernel, one NR sliver (L1) at a time. B is packed on
+ * demand in groups of B_GROUP slivers: the first thread to need a group packs it (atomic flag),
+ * so a slice needs no packing barrier and a thread only ever waits for a group being packed.
+ * Units start their sweep at staggered groups so threads pack different groups first. The
+ * epilogue runs on a tile right after its last KC slice. Small products run the unpacked
+ * micro-kernel on the caller, x @ W^T with one or two rows a GEMV kernel.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/gemm_internal.h"
@@ -25,10 +29,11 @@
 #define MC 144 /* A block 144 KB in L2 */
 #endif
 #ifndef NC
-#define NC 4080 /* B panel <= 4 MB in L3 */
+#define NC 4080 /* widest column panel */
 #endif
+#define B_GROUP 16 /* slivers packed together: 1 KB sequential reads per row of B */
 #define SMALL_MNK (64 * 64 * 64) /* below: unpacked, caller thread */
-#define THREAD_MNK (64 * 64 * 64) /* from here: use the pool */
+#define THREAD_MNK (128 * 128 * 128) /* from here: use the pool */
 
 /* ---- micro-kernel selection ---------------------------------------------------------------- */
 
@@ -99,80 +104,97 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 typedef struct gemm_ctx {
   const kiln_sgemm_problem_t* pr;
   kiln_sgemm_ukr_fn ukr;
-  float* bpack;  /* packed B panel */
-  float* apack;  /* nthreads blocks of mc_max * kc_max floats */
-  int64_t a_stride;
+  int avx2;
   int nthreads;
-  int64_t jc, nc, pc, kc; /* the current panel and slice */
-  int split_n;            /* 0: units are MR-row slivers of C, 1: NR-column slivers of the panel */
+  int split_n;          /* 0: units are row blocks of C, 1: column ranges of the panel */
+  float* bpack;         /* the packed slice of the panel: nslv slivers of kc x NR */
+  atomic_int* ready;    /* per group: 0 unpacked, 1 being packed, 2 packed */
+  float* apack;         /* nthreads blocks of a_stride floats */
+  int64_t a_stride;
+  int64_t jc, nc, pc, kc;  /* the current column panel and KC slice */
+  int64_t nslv, grp, ngrp; /* NR slivers in the panel, slivers per packing group, groups */
+  int64_t nunits, mslv; /* work units; MR slivers of C's rows */
+  atomic_int failed;    /* a thread could not get scratch */
 } gemm_ctx_t;
 
-/* C tiles for rows [i0, i0+mc) (packed in `ap`) x panel slivers [s0, s1). */
-static void macro_kernel(const gemm_ctx_t* g, const float* ap, int64_t i0, int64_t mc,
-                         int64_t s0, int64_t s1) {
+static void cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* Packed B sliver s; the first thread to need its group packs it, others wait. */
+static const float* b_sliver(gemm_ctx_t* g, int64_t s) {
+  const int64_t grp = s / g->grp;
+  atomic_int* flag = &g->ready[grp];
+  if (atomic_load_explicit(flag, memory_order_acquire) != 2) {
+    int expect = 0;
+    if (atomic_compare_exchange_strong_explicit(flag, &expect, 1, memory_order_acq_rel,
+                                                memory_order_acquire)) {
+      const int64_t j0 = grp * g->grp * NR, j1 = min64(j0 + g->grp * NR, g->nc);
+      kiln_gemm_pack_b(g->bpack + j0 * g->kc, &g->pr->b, g->pc, g->jc + j0, g->kc, j1 - j0, g->avx2);
+      atomic_store_explicit(flag, 2, memory_order_release);
+    } else {
+      for (int spins = 0; atomic_load_explicit(flag, memory_order_acquire) != 2; spins++) {
+        if (spins < 4096)
+          cpu_pause();
+        else
+          sched_yield(); /* the packer was descheduled */
+      }
+    }
+  }
+  return g->bpack + s * NR * g->kc;
+}
+
+/* Rows [i0, i0+mb) of C against panel slivers [s0, s1) (visited from `first`, wrapping): pack
+ * the A block, then sweep the slivers with the micro-kernel. */
+static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64_t s0,
+                         int64_t s1, int64_t first) {
   const kiln_sgemm_problem_t* pr = g->pr;
+  const int64_t ns = s1 - s0, kc = g->kc;
   const float beta = g->pc == 0 ? pr->beta : 1.0f;
-  const int last = g->pc + g->kc == pr->k && pr->ep != NULL;
-  for (int64_t s = s0; s < s1; s++) {
+  const int last = g->pc + kc == pr->k && pr->ep != NULL;
+  kiln_gemm_pack_a(ap, &pr->a, i0, g->pc, mb, kc);
+  for (int64_t t = 0; t < ns; t++) {
+    const int64_t s = s0 + (first - s0 + t) % ns;
+    const float* bp = b_sliver(g, s);
     const int64_t j = g->jc + s * NR;
     const int nr = (int)min64(NR, g->jc + g->nc - j);
-    const float* bp = g->bpack + s * NR * g->kc;
-    for (int64_t ir = 0; ir < mc; ir += MR) {
-      const int mr = (int)min64(MR, mc - ir);
+    for (int64_t ir = 0; ir < mb; ir += MR) {
+      const int mr = (int)min64(MR, mb - ir);
       float* c = pr->c + (i0 + ir) * pr->ldc + j;
-      g->ukr(g->kc, ap + ir * g->kc, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
+      g->ukr(kc, ap + ir * kc, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
       if (last) kiln_gemm_epilogue_tile(c, pr->ldc, i0 + ir, j, mr, nr, pr->ep);
     }
   }
 }
 
-static float* thread_apack(const gemm_ctx_t* g, int tid, gemm_scratch_t** own) {
-  *own = NULL;
-  if (tid >= 0 && tid < g->nthreads) return g->apack + (int64_t)tid * g->a_stride;
-  /* A thread id outside the pool we sized for (nested in a foreign job): private block. */
-  *own = scratch_acquire(sizeof(float) * (size_t)g->a_stride);
-  return *own ? (*own)->buf : NULL;
-}
-
-static void compute_range(void* ctx, int64_t begin, int64_t end, int tid) {
-  const gemm_ctx_t* g = ctx;
+static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
+  gemm_ctx_t* g = ctx;
   const kiln_sgemm_problem_t* pr = g->pr;
-  gemm_scratch_t* own;
-  float* ap = thread_apack(g, tid, &own);
-  if (ap == NULL) abort(); /* no memory for 150 KB of scratch mid-GEMM: nothing sane to do */
-  if (!g->split_n) {
-    /* Rows [begin*MR, end*MR) in nearly equal blocks of at most MC rows. */
-    const int64_t r0 = begin * MR, r1 = min64(end * MR, pr->m);
-    const int64_t nblk = ceil_div(r1 - r0, MC);
-    const int64_t mc = round_up(ceil_div(r1 - r0, nblk), MR);
-    for (int64_t i = r0; i < r1; i += mc) {
-      const int64_t mb = min64(mc, r1 - i);
-      kiln_gemm_pack_a(ap, &pr->a, i, g->pc, mb, g->kc);
-      macro_kernel(g, ap, i, mb, 0, ceil_div(g->nc, NR));
+  float* ap = NULL;
+  gemm_scratch_t* own = NULL;
+  if (tid >= 0 && tid < g->nthreads) {
+    ap = g->apack + (int64_t)tid * g->a_stride;
+  } else { /* an id beyond the pool we sized for (nested in a foreign job): a private block */
+    own = scratch_acquire(sizeof(float) * (size_t)g->a_stride);
+    if (own == NULL) {
+      atomic_store(&g->failed, 1);
+      return;
     }
-  } else {
-    for (int64_t i = 0; i < pr->m; i += MC) {
-      const int64_t mb = min64(MC, pr->m - i);
-      kiln_gemm_pack_a(ap, &pr->a, i, g->pc, mb, g->kc);
-      macro_kernel(g, ap, i, mb, begin, end);
+    ap = own->buf;
+  }
+  for (int64_t u = begin; u < end; u++) {
+    if (!g->split_n) { /* a row block; the first T units start their sweeps T groups apart */
+      const int64_t r0 = u * g->mslv / g->nunits * MR, r1 = min64((u + 1) * g->mslv / g->nunits * MR, pr->m);
+      const int64_t first = (u % g->nthreads) * g->ngrp / g->nthreads * g->grp;
+      block_kernel(g, ap, r0, r1 - r0, 0, g->nslv, first);
+    } else { /* a column range, all rows */
+      const int64_t s0 = u * g->nslv / g->nunits, s1 = (u + 1) * g->nslv / g->nunits;
+      for (int64_t i = 0; i < pr->m; i += MC) block_kernel(g, ap, i, min64(MC, pr->m - i), s0, s1, s0);
     }
   }
   scratch_release(own);
-}
-
-static void pack_b_range(void* ctx, int64_t begin, int64_t end, int tid) {
-  (void)tid;
-  const gemm_ctx_t* g = ctx;
-  const int64_t j0 = begin * NR, j1 = min64(end * NR, g->nc);
-  kiln_gemm_pack_b(g->bpack + j0 * g->kc, &g->pr->b, g->pc, g->jc + j0, g->kc, j1 - j0);
-}
-
-/* Runs [0, n) on the pool in about 2 chunks per thread, or inline. */
-static void run_range(int nthreads, int64_t n, kiln_range_fn_t fn, gemm_ctx_t* g) {
-  if (nthreads <= 1 || n < 2)
-    fn(g, 0, n, 0);
-  else
-    kiln_parallel_for(n, ceil_div(n, 2 * (int64_t)nthreads), fn, g);
 }
 
 /* C = beta*C (beta == 0 writes zeros), then the epilogue: the k == 0 / alpha == 0 cases. */
@@ -212,6 +234,24 @@ static void small_range(void* ctx, int64_t begin, int64_t end, int tid) {
   }
 }
 
+/* GEMV-like path: at most GEMV_ROWS rows of row-major A times a transposed B (B^T rows are
+ * contiguous along k), as in x @ W^T at decode time; B is streamed once, never packed. */
+#define GEMV_ROWS 2
+#define GEMV_COLS 64 /* columns per work unit */
+
+static void gemv_range(void* ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const kiln_sgemm_problem_t* pr = ctx;
+  const int64_t j0 = begin * GEMV_COLS, j1 = min64(end * GEMV_COLS, pr->n);
+  const float* bt = (const float*)pr->b.p + j0 * pr->b.cs;
+  for (int64_t i = 0; i < pr->m; i++) {
+    float* c = pr->c + i * pr->ldc + j0;
+    kiln_sgemv_t_avx2(pr->k, (const float*)pr->a.p + i * pr->a.rs, bt, pr->b.cs, j1 - j0, c,
+                      pr->alpha, pr->beta);
+    if (pr->ep != NULL) kiln_gemm_epilogue_tile(c, pr->ldc, i, j0, 1, j1 - j0, pr->ep);
+  }
+}
+
 /* Runs a validated problem. */
 kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
   if (pr->m == 0 || pr->n == 0) return KILN_OK;
@@ -236,36 +276,68 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
       small_range(&s, 0, nslv, 0);
     return KILN_OK;
   }
+  if (avx2 && pr->m <= GEMV_ROWS && pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 &&
+      pr->b.dtype == KILN_DTYPE_F32 && pr->b.rs == 1) {
+    const int64_t units = ceil_div(pr->n, GEMV_COLS);
+    if (nthreads > 1 && units >= 2)
+      kiln_parallel_for(units, ceil_div(units, 4 * (int64_t)nthreads), gemv_range, (void*)pr);
+    else
+      gemv_range((void*)pr, 0, units, 0);
+    return KILN_OK;
+  }
 
-  const int64_t nkb = ceil_div(pr->k, KC), kc_max = ceil_div(pr->k, nkb);
-  const int64_t nnb = ceil_div(pr->n, NC), nc_max = round_up(ceil_div(pr->n, nnb), NR);
-  const int64_t a_stride = round_up(round_up(MC, MR) * kc_max, 16);
-  const size_t bytes = sizeof(float) * (size_t)(kc_max * nc_max + a_stride * nthreads);
+  /* Blocking: balanced KC slices and NC panels; one pool job per (panel, slice). */
+  const int64_t kc_max = ceil_div(pr->k, ceil_div(pr->k, KC));
+  const int64_t nc_max = round_up(ceil_div(pr->n, ceil_div(pr->n, NC)), NR), nslv_max = nc_max / NR;
+  const int64_t T = nthreads, mslv = ceil_div(pr->m, MR);
+  gemm_ctx_t g;
+  memset(&g, 0, sizeof(g));
+  g.split_n = T > 1 && mslv < 8 * T && nslv_max > mslv;
+  int64_t rows_max;
+  if (!g.split_n) {
+    g.nunits = ceil_div(mslv, MC / MR);
+    if (T > 1 && g.nunits < 4 * T) g.nunits = min64(mslv, 4 * T);
+    rows_max = ceil_div(mslv, g.nunits) * MR;
+  } else {
+    g.nunits = min64(nslv_max, 4 * T);
+    rows_max = min64(round_up(pr->m, MR), MC);
+  }
+  /* Groups small enough that threads starting apart (or owning column ranges) rarely meet. */
+  g.grp = T > 1 ? min64(B_GROUP, ceil_div(nslv_max, g.split_n ? g.nunits : 2 * T)) : B_GROUP;
+  const int64_t a_stride = round_up(rows_max * kc_max, 16);
+  const int64_t nflags = ceil_div(nslv_max, g.grp);
+  const int64_t floats = kc_max * nc_max + a_stride * T + round_up(nflags, 16);
+  const size_t bytes = sizeof(float) * (size_t)floats;
   gemm_scratch_t* scratch = scratch_acquire(bytes);
   if (scratch == NULL)
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of packing scratch", bytes);
 
-  gemm_ctx_t g;
-  memset(&g, 0, sizeof(g));
   g.pr = pr;
   g.ukr = avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
+  g.avx2 = avx2;
+  g.nthreads = nthreads;
   g.bpack = scratch->buf;
   g.apack = scratch->buf + kc_max * nc_max;
+  g.ready = (atomic_int*)(void*)(g.apack + a_stride * T);
   g.a_stride = a_stride;
-  g.nthreads = nthreads;
-  const int64_t m_units = ceil_div(pr->m, MR);
+  g.mslv = mslv;
+  atomic_init(&g.failed, 0);
   for (g.jc = 0; g.jc < pr->n; g.jc += nc_max) {
     g.nc = min64(nc_max, pr->n - g.jc);
-    const int64_t n_units = ceil_div(g.nc, NR);
-    /* Split rows unless C is short and the panel wide (then each thread packs all of A). */
-    g.split_n = nthreads > 1 && m_units < 8 * (int64_t)nthreads && n_units > m_units;
+    g.nslv = ceil_div(g.nc, NR);
+    g.ngrp = ceil_div(g.nslv, g.grp);
     for (g.pc = 0; g.pc < pr->k; g.pc += kc_max) {
       g.kc = min64(kc_max, pr->k - g.pc);
-      run_range(nthreads, n_units, pack_b_range, &g);
-      run_range(nthreads, g.split_n ? n_units : m_units, compute_range, &g);
+      for (int64_t f = 0; f < g.ngrp; f++) atomic_init(&g.ready[f], 0);
+      if (T > 1 && g.nunits > 1)
+        kiln_parallel_for(g.nunits, 1, run_units, &g);
+      else
+        run_units(&g, 0, g.nunits, 0);
     }
   }
   scratch_release(scratch);
+  if (atomic_load(&g.failed))
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: out of memory for packing scratch");
   return KILN_OK;
 }
 

@@ -54,6 +54,14 @@ void kiln_sgemm_ukr_strided_avx2(int64_t k, const float* a, int64_t rs_a, int64_
                                  const float* b, int64_t rs_b, float* c, int64_t ldc, float alpha,
                                  float beta, int mr, int nr);
 
+/* One full B sliver from a transposed f32 source: dst[p*NR + j] = bt[j*ld + p], p < kc. */
+void kiln_gemm_pack_b_trans_avx2(float* dst, const float* bt, int64_t ld, int64_t kc);
+
+/* GEMV against a transposed B: y[j] = alpha * sum_p x[p]*bt[j*ldb + p] + beta*y[j], j < n
+ * (beta == 0 does not read y). */
+void kiln_sgemv_t_avx2(int64_t k, const float* x, const float* bt, int64_t ldb, int64_t n,
+                       float* y, float alpha, float beta);
+
 /* Portable scalar versions (gemm_pack.c), same contracts. */
 void kiln_sgemm_ukr_generic(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                             float alpha, float beta, int mr, int nr);
@@ -64,9 +72,10 @@ void kiln_sgemm_ukr_strided_generic(int64_t k, const float* a, int64_t rs_a, int
 /* Packs rows [i0, i0+mc) x cols [p0, p0+kc) of `a` into ceil(mc/MR) slivers (each MR*kc). */
 void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t p0, int64_t mc,
                       int64_t kc);
-/* Packs rows [p0, p0+kc) x cols [j0, j0+nc) of `b` into ceil(nc/NR) slivers (each kc*NR). */
+/* Packs rows [p0, p0+kc) x cols [j0, j0+nc) of `b` into ceil(nc/NR) slivers (each kc*NR);
+ * avx2 != 0 allows the AVX2 transposing path. */
 void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,
-                      int64_t nc);
+                      int64_t nc, int avx2);
 /* Applies the epilogue to the mr x nr tile at c (leading dim ldc) whose top-left element is
  * (i0, j0) of the full C. */
 void kiln_gemm_epilogue_tile(float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t mr,

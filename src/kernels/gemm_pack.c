@@ -43,6 +43,19 @@ static int64_t abs64(int64_t x) { return x < 0 ? -x : x; }
 void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t p0, int64_t mc,
                       int64_t kc) {
   const int f32 = a->dtype == KILN_DTYPE_F32;
+  if (f32 && a->rs == 1 && mc % MR == 0) {
+    /* Transposed (A^T row-major): k steps are contiguous runs over the block's rows; walk 16
+     * of them per sliver so the source lines are reused from L1. */
+    for (int64_t pb = 0; pb < kc; pb += 16) {
+      const int64_t pe = pb + 16 < kc ? pb + 16 : kc;
+      for (int64_t s = 0; s < mc; s += MR) {
+        float* d = dst + s * kc + pb * MR;
+        const float* col = src_at(a, i0 + s, p0 + pb);
+        for (int64_t p = pb; p < pe; p++, col += a->cs, d += MR) memcpy(d, col, MR * sizeof(float));
+      }
+    }
+    return;
+  }
   for (int64_t s = 0; s < mc; s += MR) {
     const int mr = (int)(mc - s < MR ? mc - s : MR);
     float* d = dst + s * kc;
@@ -72,10 +85,45 @@ void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t 
   }
 }
 
+#define PACK_B_GROUP 16 /* slivers per row sweep: 1 KB contiguous reads, 16 write streams */
+
 /* Packs B rows [p0, p0+kc) x cols [j0, j0+nc) into NR-column slivers. */
 void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,
-                      int64_t nc) {
-  for (int64_t s = 0; s < nc; s += NR) {
+                      int64_t nc, int avx2) {
+  int64_t s0 = 0;
+  if (b->dtype == KILN_DTYPE_F32 && b->rs == 1 && b->cs != 1) {
+    /* Transposed (B^T row-major): full slivers by 8x8 register transposes, or 16-deep blocks
+     * of the 16 source rows so each source line is used while in L1. */
+    const int64_t full = nc / NR * NR;
+    for (; s0 < full; s0 += NR) {
+      const float* bt = src_at(b, p0, j0 + s0);
+      float* d = dst + s0 * kc;
+      if (avx2) {
+        kiln_gemm_pack_b_trans_avx2(d, bt, b->cs, kc);
+        continue;
+      }
+      for (int64_t pb = 0; pb < kc; pb += 16) {
+        const int64_t pe = pb + 16 < kc ? pb + 16 : kc;
+        for (int j = 0; j < NR; j++) {
+          const float* col = bt + j * b->cs;
+          for (int64_t p = pb; p < pe; p++) d[p * NR + j] = col[p];
+        }
+      }
+    }
+  } else if (b->dtype == KILN_DTYPE_F32 && b->cs == 1) {
+    /* Row-major: sweep rows over a group of full slivers so reads stay sequential. */
+    const int64_t full = nc / NR * NR;
+    for (; s0 < full; s0 += PACK_B_GROUP * NR) {
+      const int64_t s1 = s0 + PACK_B_GROUP * NR < full ? s0 + PACK_B_GROUP * NR : full;
+      const float* row = src_at(b, p0, j0 + s0);
+      for (int64_t p = 0; p < kc; p++, row += b->rs) {
+        float* d = dst + s0 * kc + p * NR;
+        for (int64_t s = s0; s < s1; s += NR, d += NR * kc) memcpy(d, row + (s - s0), NR * sizeof(float));
+      }
+    }
+    s0 = full;
+  }
+  for (int64_t s = s0; s < nc; s += NR) {
     const int nr = (int)(nc - s < NR ? nc - s : NR);
     float* d = dst + s * kc;
     if (abs64(b->cs) <= abs64(b->rs)) { /* row-major-ish: copy NR contiguous values per k */

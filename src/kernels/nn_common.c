@@ -1,6 +1,7 @@
 /* nn_common.c - shared machinery of the nn kernels: ISA dispatch, the generic (portable C) row
  * and block primitives, row views, conversions, per-call scratch and argument checks. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,8 @@ static int detect_avx2(void) {
   const char* env = getenv("KILN_DISABLE_AVX2");
   if (env != NULL && env[0] != '\0' && env[0] != '0') return 0;
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  /* Every AVX2+FMA CPU also has F16C (and clang's builtin does not know "f16c"). */
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return 0;
 #endif
@@ -246,14 +247,72 @@ void kiln_nn_zero(kiln_tensor_t* t) {
 
 /* ---- scratch -------------------------------------------------------------------------------- */
 
+/* Scratch blocks are reused across calls: a few freed blocks are kept (reachable from this
+ * table, so nothing leaks) and handed to the next call that fits, so steady-state calls do not
+ * allocate. Blocks above NN_CACHE_MAX are freed instead of kept. */
+#define NN_CACHE_SLOTS 8
+#define NN_CACHE_MAX ((size_t)64 << 20)
+
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  void* p;
+  size_t cap;
+} g_cache[NN_CACHE_SLOTS];
+
+static void* cache_acquire(size_t bytes, size_t* cap) {
+  pthread_mutex_lock(&g_cache_mu);
+  int best = -1;
+  for (int i = 0; i < NN_CACHE_SLOTS; i++)
+    if (g_cache[i].p != NULL && g_cache[i].cap >= bytes &&
+        (best < 0 || g_cache[i].cap < g_cache[best].cap))
+      best = i;
+  if (best >= 0) {
+    void* p = g_cache[best].p;
+    *cap = g_cache[best].cap;
+    g_cache[best].p = NULL;
+    pthread_mutex_unlock(&g_cache_mu);
+    return p;
+  }
+  pthread_mutex_unlock(&g_cache_mu);
+  *cap = bytes;
+  return kiln_allocator_alloc(NULL, bytes, 64);
+}
+
+static void cache_release(void* p, size_t cap) {
+  if (p == NULL) return;
+  if (cap > NN_CACHE_MAX) {
+    kiln_allocator_free(NULL, p);
+    return;
+  }
+  pthread_mutex_lock(&g_cache_mu);
+  int slot = -1;
+  for (int i = 0; i < NN_CACHE_SLOTS && slot < 0; i++)
+    if (g_cache[i].p == NULL) slot = i;
+  if (slot < 0) { /* full: evict the smallest block if it is smaller than this one */
+    slot = 0;
+    for (int i = 1; i < NN_CACHE_SLOTS; i++)
+      if (g_cache[i].cap < g_cache[slot].cap) slot = i;
+    if (g_cache[slot].cap >= cap) {
+      pthread_mutex_unlock(&g_cache_mu);
+      kiln_allocator_free(NULL, p);
+      return;
+    }
+    kiln_allocator_free(NULL, g_cache[slot].p);
+  }
+  g_cache[slot].p = p;
+  g_cache[slot].cap = cap;
+  pthread_mutex_unlock(&g_cache_mu);
+}
+
 kiln_status_t kiln_nn_scratch_init(kiln_nn_scratch_t* s, size_t per_thread, const char* op) {
   s->heap = NULL;
+  s->cap = 0;
   s->per_thread = kiln_nn_align(per_thread);
   s->nthreads = 0;
   if (s->per_thread <= KILN_NN_STACK_BYTES) return KILN_OK;
   s->nthreads = kiln_threadpool_size(kiln_threadpool_default());
   if (s->nthreads < 1) s->nthreads = 1;
-  s->heap = kiln_allocator_alloc(NULL, s->per_thread * (size_t)s->nthreads, 64);
+  s->heap = cache_acquire(s->per_thread * (size_t)s->nthreads, &s->cap);
   if (s->heap == NULL)
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", op,
                       s->per_thread * (size_t)s->nthreads);
@@ -267,7 +326,7 @@ void* kiln_nn_scratch_get(const kiln_nn_scratch_t* s, int tid, void* stack) {
 }
 
 void kiln_nn_scratch_free(kiln_nn_scratch_t* s) {
-  kiln_allocator_free(NULL, s->heap);
+  cache_release(s->heap, s->cap);
   s->heap = NULL;
 }
 
@@ -461,26 +520,26 @@ static void g_norm_wgrad_acc(const float* g, const float* x, int64_t n, float me
     for (int64_t i = 0; i < n; i++) ab[i] += g[i];
 }
 
-static void g_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) {
-      float s = 0;
-      const float* ar = a + i * lda;
-      const float* br = b + j * ldb;
-      for (int64_t p = 0; p < k; p++) s += ar[p] * br[p];
-      c[i * ldc + j] = s;
-    }
+static void g_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst,
+                        int64_t ldd) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
 }
 
-static void g_gemm_nn_acc(int64_t m, int64_t n, int64_t k, const float* a, int64_t rs_a,
-                          int64_t cs_a, const float* b, int64_t ldb, float* c, int64_t ldc) {
+static void g_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t rs_a,
+                   int64_t cs_a, const float* b, int64_t ldb, float* c, int64_t ldc, int acc) {
+  float row[256];
   for (int64_t i = 0; i < m; i++) {
     float* cr = c + i * ldc;
-    for (int64_t p = 0; p < k; p++) {
-      const float av = a[i * rs_a + p * cs_a];
-      const float* br = b + p * ldb;
-      for (int64_t j = 0; j < n; j++) cr[j] += av * br[j];
+    for (int64_t j0 = 0; j0 < n; j0 += 256) {
+      const int64_t w = n - j0 < 256 ? n - j0 : 256;
+      memset(row, 0, sizeof(float) * (size_t)w);
+      for (int64_t p = 0; p < k; p++) {
+        const float av = a[i * rs_a + p * cs_a];
+        const float* br = b + p * ldb + j0;
+        for (int64_t j = 0; j < w; j++) row[j] += av * br[j];
+      }
+      for (int64_t j = 0; j < w; j++) cr[j0 + j] = alpha * row[j] + (acc ? cr[j0 + j] : 0.0f);
     }
   }
 }
@@ -502,6 +561,6 @@ const kiln_nn_ops_t kiln_nn_ops_generic = {
     .norm_bwd_sums = g_norm_bwd_sums,
     .norm_bwd_apply = g_norm_bwd_apply,
     .norm_wgrad_acc = g_norm_wgrad_acc,
-    .gemm_nt = g_gemm_nt,
-    .gemm_nn_acc = g_gemm_nn_acc,
+    .transpose = g_transpose,
+    .gemm = g_gemm,
 };

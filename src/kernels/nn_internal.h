@@ -50,22 +50,26 @@ typedef struct kiln_nn_ops {
   /* aw += g * (x - mean) * rstd, ab += g (ab may be NULL). */
   void (*norm_wgrad_acc)(const float* g, const float* x, int64_t n, float mean, float rstd,
                          float* aw, float* ab);
-  /* C[m x n] = A[m x k] * B[n x k]^T, rows unit-stride with leading dims lda, ldb, ldc. */
-  void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float* c, int64_t ldc);
-  /* C[m x n] += A * B with A(i,p) = a[i*rs_a + p*cs_a] (any strides, e.g. transposed) and
-   * B(p,j) = b[p*ldb + j]. */
-  void (*gemm_nn_acc)(int64_t m, int64_t n, int64_t k, const float* a, int64_t rs_a,
-                      int64_t cs_a, const float* b, int64_t ldb, float* c, int64_t ldc);
+  /* dst[c*ldd + r] = src[r*lds + c] for r < rows, c < cols. */
+  void (*transpose)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst,
+                    int64_t ldd);
+  /* C[m x n] = alpha * A B (+ C when acc != 0), A(i,p) = a[i*rs_a + p*cs_a] (any strides, e.g.
+   * transposed), B(p,j) = b[p*ldb + j], C row-major with leading dim ldc. Each output element
+   * sums its k products in order (no split-k), so results do not depend on blocking. */
+  void (*gemm)(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t rs_a,
+               int64_t cs_a, const float* b, int64_t ldb, float* c, int64_t ldc, int acc);
 } kiln_nn_ops_t;
 
 extern const kiln_nn_ops_t kiln_nn_ops_generic;
 extern const kiln_nn_ops_t kiln_nn_ops_avx2;
 
-/* The primitives for this CPU: AVX2+FMA+F16C when present and KILN_DISABLE_AVX2 is unset/0. */
+/* The primitives for this CPU: AVX2+FMA (with F16C) when present and KILN_DISABLE_AVX2 is unset/0. */
 const kiln_nn_ops_t* kiln_nn_ops(void);
 /* Tests: 1 forces the generic primitives, 0 returns to automatic selection. */
 void kiln_nn_force_generic(int on);
+
+/* Tests: kiln_kernel_sdpa_backward's schedule, 0 automatic, 1 two passes, 2 fused. */
+extern int kiln_nn_sdpa_bwd_schedule;
 
 /* ---- row views ------------------------------------------------------------------------------ */
 
@@ -125,11 +129,12 @@ static inline int64_t kiln_nn_index(const void* base, kiln_dtype_t dt, int64_t o
 #define KILN_NN_STACK_BYTES 16384
 
 /* Per-thread scratch for one call: when per_thread fits in KILN_NN_STACK_BYTES each range
- * function uses its own stack buffer, else one heap block of pool-size * per_thread bytes is
- * allocated by init and released by free. */
+ * function uses its own stack buffer, else init takes one block of pool-size * per_thread bytes
+ * from a small process-wide cache of blocks (allocating only when none fits) and free returns
+ * it, so repeated calls do not allocate. */
 typedef struct kiln_nn_scratch {
   char* heap;
-  size_t per_thread;
+  size_t per_thread, cap;
   int nthreads;
 } kiln_nn_scratch_t;
 

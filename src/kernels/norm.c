@@ -259,7 +259,7 @@ static void norm_bwd_rows(void* arg, int64_t r0, int64_t r1, int tid) {
         s2 += gw * (x[i] - mean) * rstd;
       }
       const double a = c->rms ? 0.0 : s1 / (double)N;
-      const double b = c->rms ? rstd * s2 / (double)N : s2 / (double)N;
+      const double b = s2 / (double)N;
       for (int64_t i = 0; i < N; i++) {
         const double gw = c->wd ? g[i] * c->wd[i] : g[i];
         g[i] = rstd * (gw - a - (x[i] - mean) * rstd * b);
@@ -273,7 +273,7 @@ static void norm_bwd_rows(void* arg, int64_t r0, int64_t r1, int tid) {
       float s1, s2;
       ops->norm_bwd_sums(g, x, c->w, N, m, rs, &s1, &s2);
       const float a = c->rms ? 0.0f : s1 / (float)N;
-      const float b = c->rms ? rs * s2 / (float)N : s2 / (float)N;
+      const float b = s2 / (float)N;
       float* dx = kiln_nn_row_out(&c->o, r, 0, (float*)buf);
       ops->norm_bwd_apply(g, x, c->w, N, m, rs, a, b, dx);
       kiln_nn_row_commit(&c->o, r, 0, N, dx);

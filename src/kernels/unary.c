@@ -257,6 +257,8 @@ kiln_status_t kiln_kernel_unary_ex(kiln_unary_op_t op, const kiln_tensor_t* x,
     d.args.up.min = round_to(p->min, compute);
     d.args.up.max = round_to(p->max, compute);
   }
+  if (op == KILN_UNARY_POW_SCALAR && kiln_dtype_is_float(compute))
+    d.args.up.alpha = round_to(p->alpha, compute); /* exp_scalar.to<scalar_t>() */
   if (op == KILN_UNARY_POW_SCALAR && !kiln_dtype_is_float(compute)) {
     if (p->alpha < 0)
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
@@ -268,6 +270,7 @@ kiln_status_t kiln_kernel_unary_ex(kiln_unary_op_t op, const kiln_tensor_t* x,
   d.args.alpha = d.args.up.alpha;
   d.kernel = (it == KILN_DTYPE_F32 && kiln_cpu_has_avx2()) ? kiln_avx2_unary_f32(op) : NULL;
   if (!d.kernel) d.kernel = g_unary[op][it];
+
   if (!d.kernel)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "unary %s: not supported for dtype %s",
                       d.name, kiln_dtype_name(compute));

@@ -100,6 +100,7 @@ static const int64_t kShapes[][3] = {
     {1, 1, 1},   {2, 3, 4},    {17, 31, 13}, {6, 16, 8},    {7, 17, 5},    {5, 33, 70},
     {64, 64, 64}, {65, 47, 63}, {1, 200, 64}, {200, 1, 64},  {3, 100, 300}, {100, 100, 100},
     {97, 131, 257}, {130, 70, 513}, {12, 300, 40}, {150, 6, 200}, {256, 256, 256},
+    {1, 5000, 300}, {2, 777, 1000}, {1, 33, 1003}, {40, 3000, 50}, /* GEMV-like; short C, wide B */
 };
 
 KT_TEST(sgemm_shapes_and_transposes) {
@@ -166,6 +167,8 @@ KT_TEST(sgemm_epilogues) {
       }
   kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_RELU, (const float*)1, 0};
   bad += check_sgemm(0, 0, 4, 9, 0, 1.0f, 0.0f, 0, &ep, 1); /* k = 0: act(bias) + residual */
+  bad += check_sgemm(0, 1, 2, 300, 37, 1.0f, 0.5f, 2, &ep, 0); /* GEMV path */
+  bad += check_sgemm(0, 0, 3, 300, 37, 1.0f, 0.5f, 2, &ep, 0); /* few rows, unpacked path */
   KT_CHECK(bad == 0);
 }
 

@@ -8,10 +8,11 @@
  * after a call returns. beta == 0 means C is not read (NaN/Inf in C are ignored); alpha == 0 means
  * A and B are not read. C must not overlap A, B, the bias or the residual.
  *
- * The f32 path packs A and B into 64-byte aligned panels (cached per thread, not allocated per
- * call) and runs a register-blocked AVX2/FMA micro-kernel chosen at run time, with a portable
- * scalar kernel otherwise. Work is split over the shared pool (kiln/parallel.h); small products
- * run on the calling thread. Results do not depend on the thread count.
+ * The f32 path packs A and B into 64-byte aligned panels (scratch reused across calls, not
+ * allocated per call) and runs a register-blocked 6x16 AVX2/FMA micro-kernel chosen at run time,
+ * with a portable scalar kernel otherwise. Work is split over the shared pool (kiln/parallel.h);
+ * small products run unpacked on the calling thread. For a given shape and layout the result
+ * does not depend on the thread count. Safe to call from several threads at once.
  *
  *   kiln_sgemm(0, 1, m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);   // y = x @ w^T
  */

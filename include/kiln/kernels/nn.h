@@ -94,14 +94,16 @@ kiln_status_t kiln_kernel_rms_norm_backward(const kiln_tensor_t* grad_out,
  * q [B,H,L,E], k [B,Hk,S,E], v [B,Hk,S,Ev], out [B,H,L,Ev]; H must be a multiple of Hk (grouped
  * query attention: head h uses kv head h / (H/Hk)). q, k, v, out share one floating dtype; any
  * strides (e.g. q = x[B,L,H,E].transpose(1,2)). attn_mask (NULL = none) broadcasts to [B,H,L,S]
- * (trailing dims aligned, size-1 or missing dims broadcast): bool (true = attend) or floating
- * (added to the scaled scores). is_causal keeps key j for query i iff j <= i (top-left aligned,
+ * (trailing dims aligned, size-1 or missing dims broadcast): bool or u8 (non-zero = attend) or
+ * floating of any dtype (added to the scaled scores). is_causal keeps key j for query i iff j <= i (top-left aligned,
  * as torch's tril) and combines with a mask if both are given. scale NaN means 1/sqrt(E).
  * A query row whose keys are all masked (or S == 0) gives out = 0 and logsumexp = 0, as torch
  * 2.13 on CPU. logsumexp_out (NULL = not needed) is [B,H,L], any floating dtype (torch: f32),
  * holding log(sum(exp(scores))) per row, what kiln_kernel_sdpa_backward consumes.
- * Flash-style: blocks of queries against blocks of keys with an online softmax; the L x S score
- * matrix is never built and fully masked causal blocks are skipped. */
+ * Flash-style: blocks of 64 queries against blocks of 64 keys with an online softmax; the L x S
+ * score matrix is never built and fully masked causal blocks are skipped. f32/f16/bf16 compute in
+ * f32; f64 runs a (slow) row-at-a-time double path. Scratch beyond 16 KB per thread comes from a
+ * cache of blocks reused across calls. */
 kiln_status_t kiln_kernel_sdpa(const kiln_tensor_t* q, const kiln_tensor_t* k,
                                const kiln_tensor_t* v, const kiln_tensor_t* attn_mask,
                                int is_causal, double scale, kiln_tensor_t* out,
@@ -111,8 +113,10 @@ kiln_status_t kiln_kernel_sdpa(const kiln_tensor_t* q, const kiln_tensor_t* k,
  * recomputes the probabilities block by block from logsumexp (the forward's) and out. grad_out
  * and out are [B,H,L,Ev]; the same q, k, v, attn_mask, is_causal and scale as the forward.
  * grad_q / grad_k / grad_v have q / k / v's shapes and dtype, any strides, and each may be NULL
- * to skip it. No gradient flows to the mask. Deterministic: every gradient element is
- * accumulated by one thread in a fixed order. */
+ * to skip it. No gradient flows to the mask. Schedule: one fused pass per (batch, kv head) when
+ * there are >= 2 per thread, else a dK/dV pass per key block and a dQ pass per query block; both
+ * sum every gradient element on one thread in the same order, so results are bitwise identical
+ * for any thread count. Errors: as kiln_kernel_sdpa, plus mismatched grad/out shapes. */
 kiln_status_t kiln_kernel_sdpa_backward(const kiln_tensor_t* grad_out, const kiln_tensor_t* q,
                                         const kiln_tensor_t* k, const kiln_tensor_t* v,
                                         const kiln_tensor_t* out, const kiln_tensor_t* logsumexp,
@@ -155,7 +159,7 @@ kiln_status_t kiln_kernel_nll_loss_backward(const kiln_tensor_t* grad_out,
 /* ---- embedding ---------------------------------------------------------------------------- */
 
 /* aten::embedding: out[..., :] = weight[indices[...], :]. weight is [V, D] of any dtype, indices
- * i32/i64 of any shape, out is indices.shape + [D] with weight's dtype. Every index is checked
+ * i32/i64 of any shape (rank <= 7), out is indices.shape + [D] with weight's dtype. Every index is checked
  * first: one outside [0, V) is OUT_OF_RANGE and nothing is read out of bounds. */
 kiln_status_t kiln_kernel_embedding(const kiln_tensor_t* weight, const kiln_tensor_t* indices,
                                     kiln_tensor_t* out);

@@ -149,3 +149,93 @@ void kiln_sgemm_ukr_strided_avx2(int64_t k, const float* a, int64_t rs_a, int64_
   else
     strided_body(k, a, rs_a, cs_a, b, rs_b, c, ldc, alpha, beta, mr, nr, 0);
 }
+
+/* 8x8 transpose of r[0..7] in registers. */
+INLINE void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* One full B sliver from a transposed source (see gemm_internal.h). */
+void kiln_gemm_pack_b_trans_avx2(float* dst, const float* bt, int64_t ld, int64_t kc) {
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int h = 0; h < 2; h++) {
+      __m256 r[8];
+      for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(bt + (h * 8 + j) * ld + p);
+      transpose8(r);
+      for (int q = 0; q < 8; q++) _mm256_store_ps(dst + (p + q) * NR + h * 8, r[q]);
+    }
+  }
+  for (; p < kc; p++)
+    for (int j = 0; j < NR; j++) dst[p * NR + j] = bt[j * ld + p];
+}
+
+/* Sum of the 8 lanes. */
+INLINE float hsum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+/* y[j] = alpha * dot(x, bt + j*ldb) + beta*y[j] for j < n (see gemm_internal.h). */
+void kiln_sgemv_t_avx2(int64_t k, const float* x, const float* bt, int64_t ldb, int64_t n,
+                       float* y, float alpha, float beta) {
+  const __m256i tail = lane_mask((int)(k & 7));
+  int64_t j = 0;
+  for (; j < n; j += 4) {
+    const int nj = n - j < 4 ? (int)(n - j) : 4;
+    const float* b0 = bt + j * ldb;
+    /* Columns past n repeat the last one (valid memory, results dropped). */
+    const float* b1 = bt + (j + (nj > 1 ? 1 : 0)) * ldb;
+    const float* b2 = bt + (j + (nj > 2 ? 2 : nj - 1)) * ldb;
+    const float* b3 = bt + (j + (nj > 3 ? 3 : nj - 1)) * ldb;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
+    __m256 s3 = _mm256_setzero_ps(), t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();
+    __m256 t2 = _mm256_setzero_ps(), t3 = _mm256_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= k; p += 16) {
+      const __m256 x0 = _mm256_loadu_ps(x + p), x1 = _mm256_loadu_ps(x + p + 8);
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(b0 + p), x0, s0);
+      t0 = _mm256_fmadd_ps(_mm256_loadu_ps(b0 + p + 8), x1, t0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(b1 + p), x0, s1);
+      t1 = _mm256_fmadd_ps(_mm256_loadu_ps(b1 + p + 8), x1, t1);
+      s2 = _mm256_fmadd_ps(_mm256_loadu_ps(b2 + p), x0, s2);
+      t2 = _mm256_fmadd_ps(_mm256_loadu_ps(b2 + p + 8), x1, t2);
+      s3 = _mm256_fmadd_ps(_mm256_loadu_ps(b3 + p), x0, s3);
+      t3 = _mm256_fmadd_ps(_mm256_loadu_ps(b3 + p + 8), x1, t3);
+    }
+    for (; p + 8 <= k; p += 8) {
+      const __m256 x0 = _mm256_loadu_ps(x + p);
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(b0 + p), x0, s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(b1 + p), x0, s1);
+      s2 = _mm256_fmadd_ps(_mm256_loadu_ps(b2 + p), x0, s2);
+      s3 = _mm256_fmadd_ps(_mm256_loadu_ps(b3 + p), x0, s3);
+    }
+    if (p < k) {
+      const __m256 x0 = _mm256_maskload_ps(x + p, tail);
+      t0 = _mm256_fmadd_ps(_mm256_maskload_ps(b0 + p, tail), x0, t0);
+      t1 = _mm256_fmadd_ps(_mm256_maskload_ps(b1 + p, tail), x0, t1);
+      t2 = _mm256_fmadd_ps(_mm256_maskload_ps(b2 + p, tail), x0, t2);
+      t3 = _mm256_fmadd_ps(_mm256_maskload_ps(b3 + p, tail), x0, t3);
+    }
+    const float d[4] = {hsum(_mm256_add_ps(s0, t0)), hsum(_mm256_add_ps(s1, t1)),
+                        hsum(_mm256_add_ps(s2, t2)), hsum(_mm256_add_ps(s3, t3))};
+    for (int q = 0; q < nj; q++) y[j + q] = alpha * d[q] + (beta != 0.0f ? beta * y[j + q] : 0.0f);
+  }
+}

@@ -299,89 +299,56 @@ static void a_norm_wgrad_acc(const float* g, const float* x, int64_t n, float me
 
 /* ---- block products ---------------------------------------------------------------------- */
 
-/* Sums of four vectors: lane r of the result is the sum of v_r's lanes. */
-static inline __m128 hsum4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
-  const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
-  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-}
-
-/* C = A B^T, 2 x 4 register tile of dot products; short edges reuse a valid row and skip the
- * store, a k tail is read with masked loads. */
-static void a_gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc) {
-  const int64_t kv = k & ~(int64_t)7;
-  const __m256i km = tail_mask(k - kv);
-  for (int64_t i = 0; i < m; i += 2) {
-    const float* a0 = a + i * lda;
-    const float* a1 = i + 1 < m ? a0 + lda : a0;
-    for (int64_t j = 0; j < n; j += 4) {
-      const float* b0 = b + j * ldb;
-      const float* b1 = j + 1 < n ? b0 + ldb : b0;
-      const float* b2 = j + 2 < n ? b0 + 2 * ldb : b0;
-      const float* b3 = j + 3 < n ? b0 + 3 * ldb : b0;
-      __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-      __m256 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-      int64_t p = 0;
-      for (; p < kv; p += 8) {
-        const __m256 x0 = _mm256_loadu_ps(a0 + p), x1 = _mm256_loadu_ps(a1 + p);
-        __m256 y = _mm256_loadu_ps(b0 + p);
-        c00 = _mm256_fmadd_ps(x0, y, c00);
-        c10 = _mm256_fmadd_ps(x1, y, c10);
-        y = _mm256_loadu_ps(b1 + p);
-        c01 = _mm256_fmadd_ps(x0, y, c01);
-        c11 = _mm256_fmadd_ps(x1, y, c11);
-        y = _mm256_loadu_ps(b2 + p);
-        c02 = _mm256_fmadd_ps(x0, y, c02);
-        c12 = _mm256_fmadd_ps(x1, y, c12);
-        y = _mm256_loadu_ps(b3 + p);
-        c03 = _mm256_fmadd_ps(x0, y, c03);
-        c13 = _mm256_fmadd_ps(x1, y, c13);
-      }
-      if (p < k) {
-        const __m256 x0 = _mm256_maskload_ps(a0 + p, km), x1 = _mm256_maskload_ps(a1 + p, km);
-        __m256 y = _mm256_maskload_ps(b0 + p, km);
-        c00 = _mm256_fmadd_ps(x0, y, c00);
-        c10 = _mm256_fmadd_ps(x1, y, c10);
-        y = _mm256_maskload_ps(b1 + p, km);
-        c01 = _mm256_fmadd_ps(x0, y, c01);
-        c11 = _mm256_fmadd_ps(x1, y, c11);
-        y = _mm256_maskload_ps(b2 + p, km);
-        c02 = _mm256_fmadd_ps(x0, y, c02);
-        c12 = _mm256_fmadd_ps(x1, y, c12);
-        y = _mm256_maskload_ps(b3 + p, km);
-        c03 = _mm256_fmadd_ps(x0, y, c03);
-        c13 = _mm256_fmadd_ps(x1, y, c13);
-      }
-      const __m128 r0 = hsum4(c00, c01, c02, c03), r1 = hsum4(c10, c11, c12, c13);
-      float* cr = c + i * ldc + j;
-      if (j + 4 <= n) {
-        _mm_storeu_ps(cr, r0);
-        if (i + 1 < m) _mm_storeu_ps(cr + ldc, r1);
-      } else {
-        float t0[4], t1[4];
-        _mm_storeu_ps(t0, r0);
-        _mm_storeu_ps(t1, r1);
-        for (int64_t q = 0; q < n - j; q++) {
-          cr[q] = t0[q];
-          if (i + 1 < m) cr[ldc + q] = t1[q];
-        }
-      }
+/* dst[c*ldd + r] = src[r*lds + c]: 8 x 8 register transposes, scalar edges. */
+static void a_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst,
+                        int64_t ldd) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const float* s = src + r * lds + c;
+      const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds);
+      const __m256 r2 = _mm256_loadu_ps(s + 2 * lds), r3 = _mm256_loadu_ps(s + 3 * lds);
+      const __m256 r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
+      const __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      float* d = dst + c * ldd + r;
+      _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
     }
+    for (; c < cols; c++)
+      for (int64_t i = 0; i < 8; i++) dst[c * ldd + r + i] = src[(r + i) * lds + c];
   }
+  for (; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
 }
 
-/* One 4 x 16 tile of C += A B (columns [j, j+16) masked by m0/m1 when `masked`). */
+/* One 6 x 16 tile: C = alpha * A B (+ C when acc). Columns [j, j+16) are masked by m0/m1 when
+ * `masked`; rows past mr point at a valid row and are not stored. */
 static inline __attribute__((always_inline)) void nn_tile(
-    int64_t k, const float* a0, const float* a1, const float* a2, const float* a3, int64_t cs_a,
-    const float* b, int64_t ldb, float* c0, float* c1, float* c2, float* c3, int mr, int masked,
-    __m256i m0, __m256i m1) {
-#define LD(p) (masked ? _mm256_maskload_ps((p), m0) : _mm256_loadu_ps(p))
+    int64_t k, const float* const* ar, int64_t cs_a, const float* b, int64_t ldb,
+    float* const* cr, int mr, float alpha, int acc, int masked, __m256i m0, __m256i m1) {
+#define LD0(p) (masked ? _mm256_maskload_ps((p), m0) : _mm256_loadu_ps(p))
 #define LD1(p) (masked ? _mm256_maskload_ps((p), m1) : _mm256_loadu_ps(p))
-  __m256 x00 = LD(c0), x01 = LD1(c0 + 8), x10 = LD(c1), x11 = LD1(c1 + 8);
-  __m256 x20 = LD(c2), x21 = LD1(c2 + 8), x30 = LD(c3), x31 = LD1(c3 + 8);
+  __m256 x00 = _mm256_setzero_ps(), x01 = x00, x10 = x00, x11 = x00, x20 = x00, x21 = x00;
+  __m256 x30 = x00, x31 = x00, x40 = x00, x41 = x00, x50 = x00, x51 = x00;
+  const float *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3], *a4 = ar[4], *a5 = ar[5];
   for (int64_t p = 0; p < k; p++) {
     const float* bp = b + p * ldb;
-    const __m256 y0 = LD(bp), y1 = LD1(bp + 8);
+    const __m256 y0 = LD0(bp), y1 = LD1(bp + 8);
     const int64_t o = p * cs_a;
     __m256 s = _mm256_broadcast_ss(a0 + o);
     x00 = _mm256_fmadd_ps(s, y0, x00);
@@ -395,40 +362,63 @@ static inline __attribute__((always_inline)) void nn_tile(
     s = _mm256_broadcast_ss(a3 + o);
     x30 = _mm256_fmadd_ps(s, y0, x30);
     x31 = _mm256_fmadd_ps(s, y1, x31);
+    s = _mm256_broadcast_ss(a4 + o);
+    x40 = _mm256_fmadd_ps(s, y0, x40);
+    x41 = _mm256_fmadd_ps(s, y1, x41);
+    s = _mm256_broadcast_ss(a5 + o);
+    x50 = _mm256_fmadd_ps(s, y0, x50);
+    x51 = _mm256_fmadd_ps(s, y1, x51);
   }
-#undef LD
-#undef LD1
-#define ST(p, v) (masked ? _mm256_maskstore_ps((p), m0, (v)) : _mm256_storeu_ps((p), (v)))
-#define ST1(p, v) (masked ? _mm256_maskstore_ps((p), m1, (v)) : _mm256_storeu_ps((p), (v)))
-  ST(c0, x00);
-  ST1(c0 + 8, x01);
-  if (mr > 1) { ST(c1, x10); ST1(c1 + 8, x11); }
-  if (mr > 2) { ST(c2, x20); ST1(c2 + 8, x21); }
-  if (mr > 3) { ST(c3, x30); ST1(c3 + 8, x31); }
+  const __m256 va = _mm256_set1_ps(alpha);
+#define ST(row, v0, v1)                                                                  \
+  do {                                                                                   \
+    float* c_ = cr[row];                                                                 \
+    __m256 r0_ = _mm256_mul_ps(va, v0), r1_ = _mm256_mul_ps(va, v1);                     \
+    if (acc) {                                                                           \
+      r0_ = _mm256_add_ps(r0_, LD0(c_));                                                 \
+      r1_ = _mm256_add_ps(r1_, LD1(c_ + 8));                                             \
+    }                                                                                    \
+    if (masked) {                                                                        \
+      _mm256_maskstore_ps(c_, m0, r0_);                                                  \
+      _mm256_maskstore_ps(c_ + 8, m1, r1_);                                              \
+    } else {                                                                             \
+      _mm256_storeu_ps(c_, r0_);                                                         \
+      _mm256_storeu_ps(c_ + 8, r1_);                                                     \
+    }                                                                                    \
+  } while (0)
+  ST(0, x00, x01);
+  if (mr > 1) ST(1, x10, x11);
+  if (mr > 2) ST(2, x20, x21);
+  if (mr > 3) ST(3, x30, x31);
+  if (mr > 4) ST(4, x40, x41);
+  if (mr > 5) ST(5, x50, x51);
 #undef ST
-#undef ST1
+#undef LD0
+#undef LD1
 }
 
-static void a_gemm_nn_acc(int64_t m, int64_t n, int64_t k, const float* a, int64_t rs_a,
-                          int64_t cs_a, const float* b, int64_t ldb, float* c, int64_t ldc) {
+static void a_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t rs_a,
+                   int64_t cs_a, const float* b, int64_t ldb, float* c, int64_t ldc, int acc) {
   for (int64_t j = 0; j < n; j += 16) {
     const int64_t nr = n - j < 16 ? n - j : 16;
     const __m256i m0 = tail_mask(nr < 8 ? nr : 8), m1 = tail_mask(nr > 8 ? nr - 8 : 0);
-    for (int64_t i = 0; i < m; i += 4) {
-      const int mr = (int)(m - i < 4 ? m - i : 4);
-      const float* ar[4];
-      float* cr[4];
-      for (int r = 0; r < 4; r++) {
+    for (int64_t i = 0; i < m; i += 6) {
+      const int mr = (int)(m - i < 6 ? m - i : 6);
+      const float* ar[6];
+      float* cr[6];
+      for (int r = 0; r < 6; r++) {
         const int64_t ii = i + (r < mr ? r : mr - 1);
         ar[r] = a + ii * rs_a;
         cr[r] = c + ii * ldc + j;
       }
-      if (nr == 16)
-        nn_tile(k, ar[0], ar[1], ar[2], ar[3], cs_a, b + j, ldb, cr[0], cr[1], cr[2], cr[3], mr,
-                0, m0, m1);
-      else
-        nn_tile(k, ar[0], ar[1], ar[2], ar[3], cs_a, b + j, ldb, cr[0], cr[1], cr[2], cr[3], mr,
-                1, m0, m1);
+      if (nr == 16) {
+        if (acc)
+          nn_tile(k, ar, cs_a, b + j, ldb, cr, mr, alpha, 1, 0, m0, m1);
+        else
+          nn_tile(k, ar, cs_a, b + j, ldb, cr, mr, alpha, 0, 0, m0, m1);
+      } else {
+        nn_tile(k, ar, cs_a, b + j, ldb, cr, mr, alpha, acc, 1, m0, m1);
+      }
     }
   }
 }
@@ -450,6 +440,6 @@ const kiln_nn_ops_t kiln_nn_ops_avx2 = {
     .norm_bwd_sums = a_norm_bwd_sums,
     .norm_bwd_apply = a_norm_bwd_apply,
     .norm_wgrad_acc = a_norm_wgrad_acc,
-    .gemm_nt = a_gemm_nt,
-    .gemm_nn_acc = a_gemm_nn_acc,
+    .transpose = a_transpose,
+    .gemm = a_gemm,
 };

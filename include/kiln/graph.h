@@ -1,0 +1,357 @@
+/* kiln/graph.h - the graph compiler: build an IR of tensor ops, compile it, run it many times.
+ *
+ * A kiln_graph_t holds values (dtype, rank <= KILN_MAX_DIMS, static shape) and nodes (an op, its
+ * int/double attributes and input value ids). Builder calls append one node, validate shapes and
+ * dtypes with PyTorch's rules (broadcasting, type promotion) and return the new value's id
+ * (a small int >= 0) through an out pointer; on error they return INVALID_ARGUMENT (or
+ * UNIMPLEMENTED) with a message naming the shapes, and the graph is left unchanged.
+ * kiln_graph_compile runs the passes (DCE, CSE, constant folding, view elimination, GEMM
+ * epilogue fusion, pointwise(+reduction) fusion, in-place reuse, memory planning into one arena)
+ * and returns a kiln_exec_t that kiln_exec_run executes over caller buffers, any number of times.
+ *
+ * Every argument is a plain int / int64_t / double / pointer so the API is easy to drive through
+ * ctypes: dtypes are kiln_dtype_t values passed as int, op codes are the kernel enums
+ * (kiln_unary_op_t, kiln_binary_op_t, kiln_ternary_op_t, kiln_reduce_op_t, ...) passed as int,
+ * an optional value id is -1, shapes are `const int64_t*` arrays of `ndim` entries (NULL allowed
+ * for ndim 0), dim lists are `const int*` arrays. See docs/GRAPH.md.
+ *
+ *   kiln_graph_t* g; int x, w, b, h, y;  int64_t xs[2] = {32, 64}, ws[2] = {64, 16}, bs[1] = {16};
+ *   kiln_graph_create(&g);
+ *   kiln_graph_input(g, KILN_DTYPE_F32, 2, xs, &x);
+ *   kiln_graph_input(g, KILN_DTYPE_F32, 2, ws, &w);
+ *   kiln_graph_input(g, KILN_DTYPE_F32, 1, bs, &b);
+ *   kiln_graph_addmm(g, b, x, w, 1.0, 1.0, &h);
+ *   kiln_graph_unary(g, KILN_UNARY_GELU, h, KILN_DTYPE_F32, &y);
+ *   kiln_graph_output(g, y);
+ *   kiln_exec_t* e; KILN_RETURN_IF_ERROR(kiln_graph_compile(g, &e));   // g may be destroyed now
+ *   void* ins[3] = {xdata, wdata, bdata}; void* outs[1] = {ydata};
+ *   KILN_RETURN_IF_ERROR(kiln_exec_run(e, 3, ins, 1, outs));
+ *
+ * Thread safety: a graph must not be used from two threads at once. An exec owns one arena, so
+ * kiln_exec_run calls on the same exec must not overlap; different execs are independent.
+ */
+#ifndef KILN_GRAPH_H
+#define KILN_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/allocator.h"
+#include "kiln/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_graph kiln_graph_t;
+typedef struct kiln_exec kiln_exec_t;
+
+/* ==== graph lifetime ======================================================================== */
+
+/* Creates an empty graph using the system allocator. The caller owns *out (kiln_graph_destroy).
+ * Errors: INVALID_ARGUMENT (NULL out), OUT_OF_MEMORY. */
+kiln_status_t kiln_graph_create(kiln_graph_t** out);
+/* As kiln_graph_create with a host allocator (borrowed, copied; NULL = system) used for every
+ * allocation of the graph and of the execs compiled from it. */
+kiln_status_t kiln_graph_create_ex(const kiln_allocator_t* allocator, kiln_graph_t** out);
+/* Frees the graph and everything it owns (constant data included). NULL is a no-op. Execs
+ * compiled from it stay valid. */
+void kiln_graph_destroy(kiln_graph_t* g);
+
+/* ==== leaves ================================================================================ */
+
+/* Declares graph input number kiln_graph_num_inputs(g) (inputs are numbered in call order): a
+ * tensor of `dtype` and static `shape` (dims >= 0) passed to kiln_exec_run as a contiguous
+ * buffer. Errors: INVALID_ARGUMENT (bad dtype, ndim outside [0, 8], negative dim). */
+kiln_status_t kiln_graph_input(kiln_graph_t* g, int dtype, int ndim, const int64_t* shape,
+                               int* out_vid);
+/* A constant tensor; `data` (contiguous, numel * dtype size bytes, borrowed) is copied into the
+ * graph. NULL data is allowed only for numel 0. Errors: as kiln_graph_input, OUT_OF_MEMORY. */
+kiln_status_t kiln_graph_constant(kiln_graph_t* g, int dtype, int ndim, const int64_t* shape,
+                                  const void* data, int* out_vid);
+/* A rank-0 constant holding `value` converted to `dtype` (float -> int truncates). It is a
+ * "wrapped number" for type promotion, like a Python scalar operand in torch: x_f16 + scalar
+ * stays f16. Use kiln_graph_scalar_i64 for integers beyond 2^53. Errors: bad dtype. */
+kiln_status_t kiln_graph_scalar(kiln_graph_t* g, double value, int dtype, int* out_vid);
+/* kiln_graph_scalar with an exact 64-bit integer (wraps to narrower integer dtypes). */
+kiln_status_t kiln_graph_scalar_i64(kiln_graph_t* g, int64_t value, int dtype, int* out_vid);
+/* torch.full: a tensor of `shape` with every element `value` (a rank-0 constant broadcast by an
+ * expand view; nothing is materialized unless needed). Errors: as kiln_graph_input. */
+kiln_status_t kiln_graph_full(kiln_graph_t* g, int dtype, int ndim, const int64_t* shape,
+                              double value, int* out_vid);
+
+/* ==== pointwise ============================================================================= */
+/* Inputs broadcast to a common shape (numpy rules), which is the result's shape. The op runs in
+ * the "compute" dtype: out_dtype, except for ops with a boolean result (comparisons, logical
+ * ops, ISNAN/ISINF/ISFINITE, LOGICAL_NOT) which compare in the promoted input dtype
+ * (torch.result_type, where kiln_graph_scalar values are wrapped numbers). Semantics are those of
+ * kiln/kernels/elementwise.h. Errors: INVALID_ARGUMENT for a bad op or dtype, shapes that do not
+ * broadcast, or an op undefined for the compute dtype (e.g. EXP in i32, BITWISE_AND on f32). */
+
+/* out = op(x), op a kiln_unary_op_t without parameters. */
+kiln_status_t kiln_graph_unary(kiln_graph_t* g, int op, int x, int out_dtype, int* out_vid);
+/* out = op(x) with the fields of kiln_unary_params_t (LEAKY_RELU, ELU, CLAMP, POW_SCALAR,
+ * SOFTPLUS; also accepts the plain ops, ignoring the parameters). */
+kiln_status_t kiln_graph_unary_ex(kiln_graph_t* g, int op, int x, double alpha, double scale,
+                                  double input_scale, double threshold, double min, double max,
+                                  int has_min, int has_max, int out_dtype, int* out_vid);
+/* out = op(a, b) (kiln_binary_op_t); alpha is read by ADD/SUB (a + alpha*b) and the backward
+ * helpers that document it. */
+kiln_status_t kiln_graph_binary(kiln_graph_t* g, int op, int a, int b, double alpha,
+                                int out_dtype, int* out_vid);
+/* kiln_graph_binary with an explicit compute dtype (-1 = the default rule above). */
+kiln_status_t kiln_graph_binary_ex(kiln_graph_t* g, int op, int a, int b, double alpha,
+                                   int compute_dtype, int out_dtype, int* out_vid);
+/* out = op(a, b, c) (kiln_ternary_op_t) with `scalar` for ADDCMUL/ADDCDIV. For CLAMP_TENSOR b or
+ * c may be -1 (no bound). For WHERE a is the condition (any dtype). */
+kiln_status_t kiln_graph_ternary(kiln_graph_t* g, int op, int a, int b, int c, double scalar,
+                                 int out_dtype, int* out_vid);
+/* torch.where(cond, a, b): the result dtype is torch.result_type(a, b). */
+kiln_status_t kiln_graph_where(kiln_graph_t* g, int cond, int a, int b, int* out_vid);
+/* x converted to `dtype` (a new value; same value id returned if dtype is already x's). */
+kiln_status_t kiln_graph_cast(kiln_graph_t* g, int x, int dtype, int* out_vid);
+/* aten.copy(self, src): src converted to self's dtype and broadcast to self's shape (self's data
+ * is not read). Errors: src does not broadcast to self. */
+kiln_status_t kiln_graph_copy(kiln_graph_t* g, int self, int src, int* out_vid);
+
+/* ==== reductions ============================================================================ */
+
+/* out = op(x) over the dims whose bit is set in dim_mask (bit i = dim i; 0 = all dims), op a
+ * kiln_reduce_op_t. keepdim != 0 keeps reduced dims as size 1, else they are dropped. `param`
+ * is the correction of VAR/STD (torch unbiased=True: 1) or p of NORM, ignored otherwise. The op
+ * computes in out_dtype (in x's dtype when out_dtype is bool: ANY/ALL). Errors: bad op, mask bit
+ * >= rank, float-only op on a non-float out_dtype. */
+kiln_status_t kiln_graph_reduce(kiln_graph_t* g, int op, int x, uint32_t dim_mask, int keepdim,
+                                double param, int out_dtype, int* out_vid);
+/* torch.max/min(x, dim) with indices (op a kiln_reduce_index_op_t): *out_values (x's dtype) and
+ * *out_indices (i64). dim may be negative, or KILN_REDUCE_INDEX_ALL_DIMS (INT32_MIN) for
+ * argmax() over every element. Either out pointer may be NULL if not wanted. Errors: bad dim,
+ * empty reduced dim. */
+kiln_status_t kiln_graph_reduce_index(kiln_graph_t* g, int op, int x, int dim, int keepdim,
+                                      int* out_values, int* out_indices);
+/* Cumulative sum (op 0) or product (op 1) of x along dim, computed in and returned as
+ * out_dtype. */
+kiln_status_t kiln_graph_scan(kiln_graph_t* g, int op, int x, int dim, int out_dtype,
+                              int* out_vid);
+
+/* ==== linear algebra ======================================================================== */
+
+/* torch.matmul(a, b): 1-D operands are promoted and the dim dropped, batch dims broadcast.
+ * a and b share a floating dtype. Errors: INVALID_ARGUMENT (shapes, dtypes), UNIMPLEMENTED
+ * (integer dtypes). */
+kiln_status_t kiln_graph_matmul(kiln_graph_t* g, int a, int b, int* out_vid);
+/* beta * bias + alpha * matmul(a, b) (torch.addmm / baddbmm); bias (-1 = none) broadcasts to
+ * the product's shape and has its dtype. */
+kiln_status_t kiln_graph_addmm(kiln_graph_t* g, int bias, int a, int b, double beta, double alpha,
+                               int* out_vid);
+
+/* ==== views ================================================================================= */
+/* Views are free after compilation (a strided window on their source); a reshape of a layout
+ * that cannot be viewed materializes a contiguous copy. */
+
+/* torch.reshape / view to `shape` (one entry may be -1, inferred). Errors: numel mismatch. */
+kiln_status_t kiln_graph_reshape(kiln_graph_t* g, int x, int ndim, const int64_t* shape,
+                                 int* out_vid);
+/* torch.permute(x, perm): perm has rank(x) entries, a permutation (negative dims allowed). */
+kiln_status_t kiln_graph_permute(kiln_graph_t* g, int x, const int* perm, int* out_vid);
+/* torch.expand(x, shape): ndim >= rank(x); -1 keeps a dim; only size-1 dims (and new leading
+ * dims) may change. */
+kiln_status_t kiln_graph_expand(kiln_graph_t* g, int x, int ndim, const int64_t* shape,
+                                int* out_vid);
+/* x[..., start:end:step, ...] on `dim` (negative allowed) with Python semantics: negative start
+ * / end count from the end and are clamped (INT64_MAX is a fine end). step >= 1. */
+kiln_status_t kiln_graph_slice(kiln_graph_t* g, int x, int dim, int64_t start, int64_t end,
+                               int64_t step, int* out_vid);
+/* torch.select(x, dim, index): the dim is removed (slice + reshape). */
+kiln_status_t kiln_graph_select(kiln_graph_t* g, int x, int dim, int64_t index, int* out_vid);
+/* A contiguous copy of x (x.contiguous() / clone): never aliases x's storage. */
+kiln_status_t kiln_graph_contiguous(kiln_graph_t* g, int x, int* out_vid);
+/* torch.cat(ids[0..n), dim): same rank, equal sizes except on dim; the result dtype is the
+ * promotion of all inputs. n >= 1. */
+kiln_status_t kiln_graph_cat(kiln_graph_t* g, int n, const int* ids, int dim, int* out_vid);
+
+/* ==== neural-network ops (kiln/kernels/nn.h semantics) ====================================== */
+
+/* softmax (log == 0) or log_softmax (log != 0) of x along dim; out_dtype -1 = x's dtype (any
+ * floating dtype: half_to_float). */
+kiln_status_t kiln_graph_softmax(kiln_graph_t* g, int x, int dim, int log, int out_dtype,
+                                 int* out_vid);
+/* aten._softmax_backward_data / _log_softmax_backward_data; out_dtype -1 = grad_out's dtype. */
+kiln_status_t kiln_graph_softmax_backward(kiln_graph_t* g, int grad_out, int out_fwd, int dim,
+                                          int log, int out_dtype, int* out_vid);
+/* aten.native_layer_norm over the last normalized_ndim dims: *out (x's shape and dtype), *mean
+ * and *rstd (x.shape[:-n] + [1]*n; f32 if x is f16/bf16 and weight is f32, else x's dtype).
+ * weight / bias may be -1. mean / rstd pointers may be NULL if not wanted. */
+kiln_status_t kiln_graph_layer_norm(kiln_graph_t* g, int x, int weight, int bias,
+                                    int normalized_ndim, double eps, int* out, int* mean,
+                                    int* rstd);
+/* aten.native_layer_norm_backward: output_mask bit 0 = grad_x, 1 = grad_w, 2 = grad_b (grad_w
+ * and grad_b have shape x.shape[-n:] and weight's dtype, or x's when weight is -1). Results not
+ * requested are set to -1 (the pointers may then be NULL). */
+kiln_status_t kiln_graph_layer_norm_backward(kiln_graph_t* g, int grad_out, int x, int mean,
+                                             int rstd, int weight, int normalized_ndim,
+                                             int output_mask, int* grad_x, int* grad_w,
+                                             int* grad_b);
+/* RMS norm (kiln_kernel_rms_norm): *out and *rstd (may be NULL); weight may be -1; eps < 0
+ * selects torch's default. */
+kiln_status_t kiln_graph_rms_norm(kiln_graph_t* g, int x, int weight, int normalized_ndim,
+                                  double eps, int* out, int* rstd);
+/* kiln_kernel_rms_norm_backward; output_mask bit 0 = grad_x, bit 1 = grad_w. */
+kiln_status_t kiln_graph_rms_norm_backward(kiln_graph_t* g, int grad_out, int x, int rstd,
+                                           int weight, int normalized_ndim, int output_mask,
+                                           int* grad_x, int* grad_w);
+/* aten.embedding(weight [V, D], indices (i32/i64)) -> indices.shape + [D]. */
+kiln_status_t kiln_graph_embedding(kiln_graph_t* g, int weight, int indices, int* out_vid);
+/* aten.embedding_dense_backward -> [num_weights, D] in grad_out's dtype. */
+kiln_status_t kiln_graph_embedding_backward(kiln_graph_t* g, int grad_out, int indices,
+                                            int64_t num_weights, int64_t padding_idx,
+                                            int scale_grad_by_freq, int* out_vid);
+/* aten.nll_loss_forward: reduction a kiln_reduction_t; *out, *total_weight (may be NULL). */
+kiln_status_t kiln_graph_nll_loss(kiln_graph_t* g, int log_probs, int target, int weight,
+                                  int reduction, int64_t ignore_index, int* out,
+                                  int* total_weight);
+/* aten.nll_loss_backward -> log_probs' shape and dtype. */
+kiln_status_t kiln_graph_nll_loss_backward(kiln_graph_t* g, int grad_out, int log_probs,
+                                           int target, int weight, int reduction,
+                                           int64_t ignore_index, int total_weight,
+                                           int* out_vid);
+/* Scaled dot-product attention (kiln_kernel_sdpa): q [B,H,L,E], k [B,Hk,S,E], v [B,Hk,S,Ev];
+ * *out [B,H,L,Ev], *logsumexp [B,H,L] (f32; f64 for f64; may be NULL). mask -1 = none; scale
+ * NaN = 1/sqrt(E). */
+kiln_status_t kiln_graph_sdpa(kiln_graph_t* g, int q, int k, int v, int mask, int is_causal,
+                              double scale, int* out, int* logsumexp);
+/* Backward of kiln_graph_sdpa: *grad_q, *grad_k, *grad_v (each pointer may be NULL = skip). */
+kiln_status_t kiln_graph_sdpa_backward(kiln_graph_t* g, int grad_out, int q, int k, int v,
+                                       int out, int logsumexp, int mask, int is_causal,
+                                       double scale, int* grad_q, int* grad_k, int* grad_v);
+
+/* ==== outputs and queries =================================================================== */
+
+/* Appends `vid` to the graph's outputs (output k = k-th call; a value may be output twice).
+ * Errors: unknown vid. */
+kiln_status_t kiln_graph_output(kiln_graph_t* g, int vid);
+/* Counts. */
+int kiln_graph_num_values(const kiln_graph_t* g);
+int kiln_graph_num_inputs(const kiln_graph_t* g);
+int kiln_graph_num_outputs(const kiln_graph_t* g);
+/* The dtype, rank and shape (shape needs room for KILN_MAX_DIMS = 8 entries; any out pointer
+ * may be NULL) of value `vid`. Errors: unknown vid. */
+kiln_status_t kiln_graph_value_info(const kiln_graph_t* g, int vid, int* dtype, int* ndim,
+                                    int64_t* shape);
+
+/* ==== compile and run ======================================================================= */
+
+/* Flags for kiln_graph_compile_ex: each disables one pass (for debugging and tests). */
+enum {
+  KILN_COMPILE_NO_CSE = 1 << 0,
+  KILN_COMPILE_NO_FOLD = 1 << 1,           /* constant folding */
+  KILN_COMPILE_NO_FUSION = 1 << 2,         /* pointwise (+reduction) fusion */
+  KILN_COMPILE_NO_EPILOGUE = 1 << 3,       /* GEMM epilogue fusion */
+  KILN_COMPILE_NO_INPLACE = 1 << 4,        /* in-place buffer reuse */
+  KILN_COMPILE_NO_MEMORY_REUSE = 1 << 5,   /* every intermediate its own range (no in-place) */
+  KILN_COMPILE_NO_REDUCE_FUSION = 1 << 6,  /* pointwise producers into reductions */
+  KILN_COMPILE_NO_VIEW_SINK = 1 << 7,      /* moving reshapes past pointwise consumers */
+  KILN_COMPILE_NO_DCE = 1 << 8,            /* keep unused nodes (they still run) */
+};
+
+/* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs
+ * the passes, plans memory and allocates the arena and scratch once. The graph must have at
+ * least one output. The caller owns *out (kiln_exec_destroy). Errors: INVALID_ARGUMENT (no
+ * outputs, NULL argument), OUT_OF_MEMORY. */
+kiln_status_t kiln_graph_compile(const kiln_graph_t* g, kiln_exec_t** out);
+/* kiln_graph_compile with KILN_COMPILE_* flags (0 = everything on). */
+kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_t** out);
+/* Frees an exec (arena, scratch, constants). NULL is a no-op. */
+void kiln_exec_destroy(kiln_exec_t* e);
+
+/* Runs the program. inputs[i] is a contiguous host buffer of input i's declared shape and dtype
+ * (borrowed, only read); outputs[k] a caller-allocated contiguous buffer for output k, fully
+ * written (also when the output is a view of an input or a constant). Buffers must not overlap
+ * each other. No allocation and no locking on this path beyond what the kernels do themselves.
+ * Errors: INVALID_ARGUMENT (wrong counts, NULL buffer with elements), then the first kernel
+ * error (e.g. OUT_OF_RANGE for an embedding index) with its message; outputs are then
+ * unspecified. */
+kiln_status_t kiln_exec_run(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
+                            void* const* outputs);
+
+/* Counters describing what the compiler did. All fields are int64_t; fields are only appended. */
+typedef struct kiln_exec_stats {
+  int64_t arena_bytes;         /* size of the one arena holding every intermediate */
+  int64_t intermediates_bytes; /* sum of the (64-byte rounded) intermediate buffer sizes */
+  int64_t n_nodes_before;      /* compute nodes in the graph as built (not inputs/constants) */
+  int64_t n_nodes_after;       /* compute nodes after passes (a fused group counts 1, views 0) */
+  int64_t n_fused_groups;      /* pointwise groups of >= 2 nodes (or with a fused reduction) */
+  int64_t n_kernels_per_run;   /* steps launched per run (a fused group counts 1, copies too) */
+  int64_t n_dce;               /* nodes removed as unused */
+  int64_t n_cse;               /* nodes merged into an identical one */
+  int64_t n_folded;            /* nodes evaluated at compile time */
+  int64_t n_views;             /* view nodes turned into strided windows */
+  int64_t n_view_copies;       /* reshapes that had to materialize a copy */
+  int64_t n_epilogues;         /* GEMMs with a fused epilogue (bias / activation / residual) */
+  int64_t n_epilogue_ops;      /* pointwise nodes absorbed by GEMM epilogues */
+  int64_t n_fused_nodes;       /* pointwise nodes inside fused groups */
+  int64_t n_reduce_fused;      /* reductions fused with their pointwise producers */
+  int64_t n_inplace;           /* results written into a dead input's buffer */
+  int64_t n_output_copies;     /* outputs that need a copy (views, inputs, constants) */
+  int64_t constant_bytes;      /* constant data held by the exec */
+  int64_t scratch_bytes;       /* interpreter scratch (all threads) */
+  int64_t reserved[13];
+} kiln_exec_stats_t;
+
+/* Fills *out. Errors: INVALID_ARGUMENT (NULL). */
+kiln_status_t kiln_exec_stats(const kiln_exec_t* e, kiln_exec_stats_t* out);
+/* Counts and signatures of a compiled program (useful after kiln_exec_load). */
+int kiln_exec_num_inputs(const kiln_exec_t* e);
+int kiln_exec_num_outputs(const kiln_exec_t* e);
+/* dtype / rank / shape (room for 8) of input i or output i; any out pointer may be NULL.
+ * Errors: index out of range (OUT_OF_RANGE). */
+kiln_status_t kiln_exec_input_info(const kiln_exec_t* e, int i, int* dtype, int* ndim,
+                                   int64_t* shape);
+kiln_status_t kiln_exec_output_info(const kiln_exec_t* e, int i, int* dtype, int* ndim,
+                                    int64_t* shape);
+
+/* ==== dumps ================================================================================= */
+/* Text is written into buf (cap bytes, always NUL-terminated when cap > 0, truncated if short);
+ * *needed (may be NULL) receives the full length + 1, so a call with buf NULL / cap 0 sizes the
+ * buffer. */
+
+/* Stages for kiln_exec_dump. */
+enum {
+  KILN_DUMP_BEFORE = 0, /* the graph as given to the compiler */
+  KILN_DUMP_AFTER = 1,  /* the optimized IR in execution order, with layouts */
+  KILN_DUMP_GROUPS = 2, /* fused groups: register programs, tiles */
+  KILN_DUMP_PLAN = 3,   /* memory plan: buffers, lifetimes, arena offsets */
+  KILN_DUMP_ALL = 4,    /* everything above */
+};
+
+/* The graph's IR as text. Errors: INVALID_ARGUMENT (NULL g). */
+kiln_status_t kiln_graph_dump(const kiln_graph_t* g, char* buf, size_t cap, size_t* needed);
+/* One stage of a compiled program as text. Errors: INVALID_ARGUMENT (NULL e, bad stage). */
+kiln_status_t kiln_exec_dump(const kiln_exec_t* e, int stage, char* buf, size_t cap,
+                             size_t* needed);
+/* A standalone SVG picture of the optimized program: one box per step in execution order,
+ * fused groups colored, edges between steps. Same buffer convention. */
+kiln_status_t kiln_exec_dump_svg(const kiln_exec_t* e, char* buf, size_t cap, size_t* needed);
+
+/* ==== serialization (.kiln artifacts) ======================================================= */
+
+/* Writes the program (graph, constants, compile flags and a summary of the plan, with a
+ * checksum) to `path`. Errors: INVALID_ARGUMENT, INTERNAL (I/O failure, message says why). */
+kiln_status_t kiln_exec_save(const kiln_exec_t* e, const char* path);
+/* Loads a .kiln artifact written by kiln_exec_save and compiles it (every node is validated
+ * again and the plan is checked against the saved one). The caller owns *out. Errors:
+ * NOT_FOUND (cannot open), DATA_LOSS (bad magic, version, checksum, truncated or inconsistent
+ * content), OUT_OF_MEMORY. Never crashes on a corrupt file. */
+kiln_status_t kiln_exec_load(const char* path, kiln_exec_t** out);
+/* kiln_exec_save into memory: *out_data (owned by the caller, free with kiln_exec_free_buffer)
+ * and *out_size. */
+kiln_status_t kiln_exec_save_buffer(const kiln_exec_t* e, void** out_data, size_t* out_size);
+/* kiln_exec_load from `size` bytes at `data` (borrowed). Errors: as kiln_exec_load. */
+kiln_status_t kiln_exec_load_buffer(const void* data, size_t size, kiln_exec_t** out);
+/* Frees a buffer returned by kiln_exec_save_buffer. NULL is a no-op. */
+void kiln_exec_free_buffer(void* data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_GRAPH_H */

@@ -1,0 +1,499 @@
+/* builder.c - the public builder API: each call fills a gx_spec and hands it to gx_add. */
+#include <string.h>
+
+#include "graph/graph_internal.h"
+#include "kiln/dtype.h"
+#include "kiln/kernels/elementwise.h"
+
+#define BADARG(...) kiln_error(KILN_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
+
+static gx_spec spec(int op, int n_in, const int* in) {
+  gx_spec s;
+  memset(&s, 0, sizeof s);
+  s.op = op;
+  s.n_in = n_in;
+  s.in = in;
+  s.dtype = -1;
+  s.dtype2 = -1;
+  return s;
+}
+
+static kiln_status_t put_shape(gx_spec* s, int ndim, const int64_t* shape, const char* what) {
+  if (ndim < 0 || ndim > KILN_MAX_DIMS) return BADARG("%s: ndim %d outside [0, 8]", what, ndim);
+  if (ndim > 0 && !shape) return BADARG("%s: NULL shape", what);
+  s->n_i = ndim;
+  for (int i = 0; i < ndim; i++) s->i[i] = shape[i];
+  return KILN_OK;
+}
+
+static kiln_status_t add1(kiln_graph_t* g, const gx_spec* s, int* out_vid, const char* what) {
+  if (!g) return BADARG("%s: NULL graph", what);
+  if (!out_vid) return BADARG("%s: NULL out", what);
+  int outs[GX_MAX_OUT];
+  KILN_RETURN_IF_ERROR(gx_add(g, s, outs));
+  *out_vid = outs[0];
+  return KILN_OK;
+}
+
+/* Adds a multi-output node and stores each output id through the (optional) pointers. */
+static kiln_status_t addn(kiln_graph_t* g, const gx_spec* s, int* o0, int* o1, int* o2,
+                          const char* what) {
+  if (!g) return BADARG("%s: NULL graph", what);
+  int outs[GX_MAX_OUT] = {-1, -1, -1};
+  KILN_RETURN_IF_ERROR(gx_add(g, s, outs));
+  if (o0) *o0 = outs[0];
+  if (o1) *o1 = outs[1];
+  if (o2) *o2 = outs[2];
+  return KILN_OK;
+}
+
+kiln_status_t kiln_graph_input(kiln_graph_t* g, int dtype, int ndim, const int64_t* shape,
+                               int* out_vid) {
+  gx_spec s = spec(GX_OP_INPUT, 0, NULL);
+  s.dtype = dtype;
+  KILN_RETURN_IF_ERROR(put_shape(&s, ndim, shape, "kiln_graph_input"));
+  return add1(g, &s, out_vid, "kiln_graph_input");
+}
+
+kiln_status_t kiln_graph_constant(kiln_graph_t* g, int dtype, int ndim, const int64_t* shape,
+                                  const void* data, int* out_vid) {
+  gx_spec s = spec(GX_OP_CONST, 0, NULL);
+  s.dtype = dtype;
+  KILN_RETURN_IF_ERROR(put_shape(&s, ndim, shape, "kiln_graph_constant"));
+  if (!gx_valid_dtype(dtype)) return BADARG("kiln_graph_constant: bad dtype %d", dtype);
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return BADARG("kiln_graph_constant: negative dim");
+    if (shape[i] > 0 && numel > (INT64_C(1) << 48) / shape[i])
+      return BADARG("kiln_graph_constant: shape too large");
+    numel *= shape[i];
+  }
+  s.data = data;
+  s.data_bytes = (size_t)numel * kiln_dtype_size((kiln_dtype_t)dtype);
+  return add1(g, &s, out_vid, "kiln_graph_constant");
+}
+
+static kiln_status_t scalar_common(kiln_graph_t* g, int dtype, const kiln_tensor_t* src,
+                                   int* out_vid, const char* what) {
+  if (!gx_valid_dtype(dtype)) return BADARG("%s: bad dtype %d", what, dtype);
+  _Alignas(8) char buf[8];
+  kiln_tensor_t t;
+  kiln_tensor_init_contiguous(&t, buf, (kiln_dtype_t)dtype, 0, NULL);
+  KILN_RETURN_IF_ERROR(kiln_kernel_copy(src, &t));
+  gx_spec s = spec(GX_OP_CONST, 0, NULL);
+  s.dtype = dtype;
+  s.sub = 1;
+  s.data = buf;
+  s.data_bytes = kiln_dtype_size((kiln_dtype_t)dtype);
+  return add1(g, &s, out_vid, what);
+}
+
+kiln_status_t kiln_graph_scalar(kiln_graph_t* g, double value, int dtype, int* out_vid) {
+  kiln_tensor_t src;
+  kiln_tensor_init_contiguous(&src, &value, KILN_DTYPE_F64, 0, NULL);
+  return scalar_common(g, dtype, &src, out_vid, "kiln_graph_scalar");
+}
+
+kiln_status_t kiln_graph_scalar_i64(kiln_graph_t* g, int64_t value, int dtype, int* out_vid) {
+  kiln_tensor_t src;
+  kiln_tensor_init_contiguous(&src, &value, KILN_DTYPE_I64, 0, NULL);
+  return scalar_common(g, dtype, &src, out_vid, "kiln_graph_scalar_i64");
+}
+
+kiln_status_t kiln_graph_full(kiln_graph_t* g, int dtype, int ndim, const int64_t* shape,
+                              double value, int* out_vid) {
+  if (!g || !out_vid) return BADARG("kiln_graph_full: NULL argument");
+  if (!gx_valid_dtype(dtype)) return BADARG("kiln_graph_full: bad dtype %d", dtype);
+  gx_spec e = spec(GX_OP_EXPAND, 1, NULL);
+  KILN_RETURN_IF_ERROR(put_shape(&e, ndim, shape, "kiln_graph_full"));
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0) return BADARG("kiln_graph_full: negative dim");
+  _Alignas(8) char buf[8];
+  kiln_tensor_t t, src;
+  kiln_tensor_init_contiguous(&t, buf, (kiln_dtype_t)dtype, 0, NULL);
+  kiln_tensor_init_contiguous(&src, &value, KILN_DTYPE_F64, 0, NULL);
+  KILN_RETURN_IF_ERROR(kiln_kernel_copy(&src, &t));
+  gx_spec c = spec(GX_OP_CONST, 0, NULL);
+  c.dtype = dtype;
+  c.data = buf;
+  c.data_bytes = kiln_dtype_size((kiln_dtype_t)dtype);
+  int cv;
+  KILN_RETURN_IF_ERROR(add1(g, &c, &cv, "kiln_graph_full"));
+  e.in = &cv;
+  kiln_status_t st = add1(g, &e, out_vid, "kiln_graph_full");
+  if (st != KILN_OK) gx_pop_node(g);
+  return st;
+}
+
+/* ---- pointwise ------------------------------------------------------------------------------- */
+
+kiln_status_t kiln_graph_unary_ex(kiln_graph_t* g, int op, int x, double alpha, double scale,
+                                  double input_scale, double threshold, double min, double max,
+                                  int has_min, int has_max, int out_dtype, int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_UNARY, 1, in);
+  s.sub = op;
+  s.dtype = out_dtype;
+  s.f[0] = alpha;
+  s.f[1] = scale;
+  s.f[2] = input_scale;
+  s.f[3] = threshold;
+  s.f[4] = min;
+  s.f[5] = max;
+  s.i[0] = has_min != 0;
+  s.i[1] = has_max != 0;
+  s.n_i = 2;
+  return add1(g, &s, out_vid, "kiln_graph_unary");
+}
+
+kiln_status_t kiln_graph_unary(kiln_graph_t* g, int op, int x, int out_dtype, int* out_vid) {
+  if (op >= KILN_UNARY_LEAKY_RELU && op < KILN_UNARY_COUNT)
+    return BADARG("kiln_graph_unary: op %d needs parameters (kiln_graph_unary_ex)", op);
+  return kiln_graph_unary_ex(g, op, x, 0, 0, 0, 0, 0, 0, 0, 0, out_dtype, out_vid);
+}
+
+kiln_status_t kiln_graph_binary_ex(kiln_graph_t* g, int op, int a, int b, double alpha,
+                                   int compute_dtype, int out_dtype, int* out_vid) {
+  int in[2] = {a, b};
+  gx_spec s = spec(GX_OP_BINARY, 2, in);
+  s.sub = op;
+  s.dtype = out_dtype;
+  s.dtype2 = compute_dtype;
+  s.f[0] = alpha;
+  return add1(g, &s, out_vid, "kiln_graph_binary");
+}
+
+kiln_status_t kiln_graph_binary(kiln_graph_t* g, int op, int a, int b, double alpha,
+                                int out_dtype, int* out_vid) {
+  return kiln_graph_binary_ex(g, op, a, b, alpha, -1, out_dtype, out_vid);
+}
+
+kiln_status_t kiln_graph_ternary(kiln_graph_t* g, int op, int a, int b, int c, double scalar,
+                                 int out_dtype, int* out_vid) {
+  int in[3] = {a, b, c};
+  gx_spec s = spec(GX_OP_TERNARY, 3, in);
+  s.sub = op;
+  s.dtype = out_dtype;
+  s.f[0] = scalar;
+  return add1(g, &s, out_vid, "kiln_graph_ternary");
+}
+
+kiln_status_t kiln_graph_where(kiln_graph_t* g, int cond, int a, int b, int* out_vid) {
+  if (!g) return BADARG("kiln_graph_where: NULL graph");
+  if (!gx_valid_vid(g, a) || !gx_valid_vid(g, b))
+    return BADARG("kiln_graph_where: unknown value id");
+  int ab[2] = {a, b};
+  return kiln_graph_ternary(g, KILN_TERNARY_WHERE, cond, a, b, 0.0, gx_result_type(g, ab, 2),
+                            out_vid);
+}
+
+kiln_status_t kiln_graph_cast(kiln_graph_t* g, int x, int dtype, int* out_vid) {
+  if (!g || !out_vid) return BADARG("kiln_graph_cast: NULL argument");
+  if (!gx_valid_vid(g, x)) return BADARG("kiln_graph_cast: unknown value id %d", x);
+  if (!gx_valid_dtype(dtype)) return BADARG("kiln_graph_cast: bad dtype %d", dtype);
+  if (g->values[x].dtype == dtype) {
+    *out_vid = x;
+    return KILN_OK;
+  }
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_CAST, 1, in);
+  s.dtype = dtype;
+  return add1(g, &s, out_vid, "kiln_graph_cast");
+}
+
+kiln_status_t kiln_graph_copy(kiln_graph_t* g, int self, int src, int* out_vid) {
+  if (!g || !out_vid) return BADARG("kiln_graph_copy: NULL argument");
+  if (!gx_valid_vid(g, self) || !gx_valid_vid(g, src))
+    return BADARG("kiln_graph_copy: unknown value id");
+  const gx_value* d = &g->values[self];
+  const gx_value* s = &g->values[src];
+  int v = src;
+  int pushed = 0;
+  if (s->ndim != d->ndim || memcmp(s->shape, d->shape, sizeof(int64_t) * (size_t)d->ndim)) {
+    kiln_status_t st = kiln_graph_expand(g, src, d->ndim, d->shape, &v);
+    if (st != KILN_OK) return st;
+    pushed = 1;
+  }
+  int dt = g->values[self].dtype;
+  if (g->values[v].dtype == dt) {
+    /* a plain copy of same dtype: materialize so the result never aliases src */
+    kiln_status_t st = kiln_graph_contiguous(g, v, out_vid);
+    if (st != KILN_OK && pushed) gx_pop_node(g);
+    return st;
+  }
+  kiln_status_t st = kiln_graph_cast(g, v, dt, out_vid);
+  if (st != KILN_OK && pushed) gx_pop_node(g);
+  return st;
+}
+
+/* ---- reductions ------------------------------------------------------------------------------ */
+
+kiln_status_t kiln_graph_reduce(kiln_graph_t* g, int op, int x, uint32_t dim_mask, int keepdim,
+                                double param, int out_dtype, int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_REDUCE, 1, in);
+  s.sub = op;
+  s.dtype = out_dtype;
+  s.i[0] = (int64_t)dim_mask;
+  s.i[1] = keepdim;
+  s.n_i = 2;
+  s.f[0] = param;
+  return add1(g, &s, out_vid, "kiln_graph_reduce");
+}
+
+kiln_status_t kiln_graph_reduce_index(kiln_graph_t* g, int op, int x, int dim, int keepdim,
+                                      int* out_values, int* out_indices) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_REDUCE_INDEX, 1, in);
+  s.sub = op;
+  s.i[0] = dim;
+  s.i[1] = keepdim;
+  s.n_i = 2;
+  return addn(g, &s, out_values, out_indices, NULL, "kiln_graph_reduce_index");
+}
+
+kiln_status_t kiln_graph_scan(kiln_graph_t* g, int op, int x, int dim, int out_dtype,
+                              int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_SCAN, 1, in);
+  s.sub = op;
+  s.dtype = out_dtype;
+  s.i[0] = dim;
+  s.n_i = 1;
+  return add1(g, &s, out_vid, "kiln_graph_scan");
+}
+
+/* ---- linear algebra -------------------------------------------------------------------------- */
+
+kiln_status_t kiln_graph_matmul(kiln_graph_t* g, int a, int b, int* out_vid) {
+  int in[2] = {a, b};
+  gx_spec s = spec(GX_OP_MATMUL, 2, in);
+  return add1(g, &s, out_vid, "kiln_graph_matmul");
+}
+
+kiln_status_t kiln_graph_addmm(kiln_graph_t* g, int bias, int a, int b, double beta, double alpha,
+                               int* out_vid) {
+  int in[3] = {bias, a, b};
+  gx_spec s = spec(GX_OP_ADDMM, 3, in);
+  s.f[0] = beta;
+  s.f[1] = alpha;
+  return add1(g, &s, out_vid, "kiln_graph_addmm");
+}
+
+/* ---- views ----------------------------------------------------------------------------------- */
+
+kiln_status_t kiln_graph_reshape(kiln_graph_t* g, int x, int ndim, const int64_t* shape,
+                                 int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_RESHAPE, 1, in);
+  KILN_RETURN_IF_ERROR(put_shape(&s, ndim, shape, "kiln_graph_reshape"));
+  return add1(g, &s, out_vid, "kiln_graph_reshape");
+}
+
+kiln_status_t kiln_graph_permute(kiln_graph_t* g, int x, const int* perm, int* out_vid) {
+  if (!g) return BADARG("kiln_graph_permute: NULL graph");
+  if (!gx_valid_vid(g, x)) return BADARG("kiln_graph_permute: unknown value id %d", x);
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_PERMUTE, 1, in);
+  int nd = g->values[x].ndim;
+  if (nd > 0 && !perm) return BADARG("kiln_graph_permute: NULL perm");
+  s.n_i = nd;
+  for (int i = 0; i < nd; i++) s.i[i] = perm[i];
+  return add1(g, &s, out_vid, "kiln_graph_permute");
+}
+
+kiln_status_t kiln_graph_expand(kiln_graph_t* g, int x, int ndim, const int64_t* shape,
+                                int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_EXPAND, 1, in);
+  KILN_RETURN_IF_ERROR(put_shape(&s, ndim, shape, "kiln_graph_expand"));
+  return add1(g, &s, out_vid, "kiln_graph_expand");
+}
+
+kiln_status_t kiln_graph_slice(kiln_graph_t* g, int x, int dim, int64_t start, int64_t end,
+                               int64_t step, int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_SLICE, 1, in);
+  s.i[0] = dim;
+  s.i[1] = start;
+  s.i[2] = end;
+  s.i[3] = step;
+  s.n_i = 4;
+  return add1(g, &s, out_vid, "kiln_graph_slice");
+}
+
+kiln_status_t kiln_graph_select(kiln_graph_t* g, int x, int dim, int64_t index, int* out_vid) {
+  if (!g || !out_vid) return BADARG("kiln_graph_select: NULL argument");
+  if (!gx_valid_vid(g, x)) return BADARG("kiln_graph_select: unknown value id %d", x);
+  const gx_value* v = &g->values[x];
+  int nd = v->ndim;
+  if (nd == 0) return BADARG("kiln_graph_select: rank-0 value");
+  if (dim < -nd || dim >= nd) return BADARG("kiln_graph_select: dim %d out of range", dim);
+  if (dim < 0) dim += nd;
+  int64_t n = v->shape[dim];
+  if (index < -n || index >= n)
+    return kiln_error(KILN_ERROR_OUT_OF_RANGE, "kiln_graph_select: index %lld out of range for size %lld",
+                      (long long)index, (long long)n);
+  if (index < 0) index += n;
+  int64_t shape[KILN_MAX_DIMS];
+  int k = 0;
+  for (int i = 0; i < nd; i++)
+    if (i != dim) shape[k++] = v->shape[i];
+  int sl;
+  KILN_RETURN_IF_ERROR(kiln_graph_slice(g, x, dim, index, index + 1, 1, &sl));
+  kiln_status_t st = kiln_graph_reshape(g, sl, nd - 1, shape, out_vid);
+  if (st != KILN_OK) gx_pop_node(g);
+  return st;
+}
+
+kiln_status_t kiln_graph_contiguous(kiln_graph_t* g, int x, int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_CONTIGUOUS, 1, in);
+  return add1(g, &s, out_vid, "kiln_graph_contiguous");
+}
+
+kiln_status_t kiln_graph_cat(kiln_graph_t* g, int n, const int* ids, int dim, int* out_vid) {
+  if (n < 1 || !ids) return BADARG("kiln_graph_cat: needs n >= 1 ids");
+  gx_spec s = spec(GX_OP_CAT, n, ids);
+  s.i[0] = dim;
+  s.n_i = 1;
+  return add1(g, &s, out_vid, "kiln_graph_cat");
+}
+
+/* ---- nn -------------------------------------------------------------------------------------- */
+
+kiln_status_t kiln_graph_softmax(kiln_graph_t* g, int x, int dim, int log, int out_dtype,
+                                 int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_SOFTMAX, 1, in);
+  s.i[0] = dim;
+  s.i[1] = log;
+  s.n_i = 2;
+  s.dtype = out_dtype;
+  return add1(g, &s, out_vid, "kiln_graph_softmax");
+}
+
+kiln_status_t kiln_graph_softmax_backward(kiln_graph_t* g, int grad_out, int out_fwd, int dim,
+                                          int log, int out_dtype, int* out_vid) {
+  int in[2] = {grad_out, out_fwd};
+  gx_spec s = spec(GX_OP_SOFTMAX_BW, 2, in);
+  s.i[0] = dim;
+  s.i[1] = log;
+  s.n_i = 2;
+  s.dtype = out_dtype;
+  return add1(g, &s, out_vid, "kiln_graph_softmax_backward");
+}
+
+kiln_status_t kiln_graph_layer_norm(kiln_graph_t* g, int x, int weight, int bias,
+                                    int normalized_ndim, double eps, int* out, int* mean,
+                                    int* rstd) {
+  int in[3] = {x, weight, bias};
+  gx_spec s = spec(GX_OP_LAYER_NORM, 3, in);
+  s.i[0] = normalized_ndim;
+  s.n_i = 1;
+  s.f[0] = eps;
+  if (!out) return BADARG("kiln_graph_layer_norm: NULL out");
+  return addn(g, &s, out, mean, rstd, "kiln_graph_layer_norm");
+}
+
+kiln_status_t kiln_graph_layer_norm_backward(kiln_graph_t* g, int grad_out, int x, int mean,
+                                             int rstd, int weight, int normalized_ndim,
+                                             int output_mask, int* grad_x, int* grad_w,
+                                             int* grad_b) {
+  int in[5] = {grad_out, x, mean, rstd, weight};
+  gx_spec s = spec(GX_OP_LAYER_NORM_BW, 5, in);
+  s.i[0] = normalized_ndim;
+  s.i[1] = output_mask;
+  s.n_i = 2;
+  if ((output_mask & 7) == 0) return BADARG("kiln_graph_layer_norm_backward: empty output_mask");
+  return addn(g, &s, grad_x, grad_w, grad_b, "kiln_graph_layer_norm_backward");
+}
+
+kiln_status_t kiln_graph_rms_norm(kiln_graph_t* g, int x, int weight, int normalized_ndim,
+                                  double eps, int* out, int* rstd) {
+  int in[2] = {x, weight};
+  gx_spec s = spec(GX_OP_RMS_NORM, 2, in);
+  s.i[0] = normalized_ndim;
+  s.n_i = 1;
+  s.f[0] = eps;
+  if (!out) return BADARG("kiln_graph_rms_norm: NULL out");
+  return addn(g, &s, out, rstd, NULL, "kiln_graph_rms_norm");
+}
+
+kiln_status_t kiln_graph_rms_norm_backward(kiln_graph_t* g, int grad_out, int x, int rstd,
+                                           int weight, int normalized_ndim, int output_mask,
+                                           int* grad_x, int* grad_w) {
+  int in[4] = {grad_out, x, rstd, weight};
+  gx_spec s = spec(GX_OP_RMS_NORM_BW, 4, in);
+  s.i[0] = normalized_ndim;
+  s.i[1] = output_mask;
+  s.n_i = 2;
+  if ((output_mask & 3) == 0) return BADARG("kiln_graph_rms_norm_backward: empty output_mask");
+  return addn(g, &s, grad_x, grad_w, NULL, "kiln_graph_rms_norm_backward");
+}
+
+kiln_status_t kiln_graph_embedding(kiln_graph_t* g, int weight, int indices, int* out_vid) {
+  int in[2] = {weight, indices};
+  gx_spec s = spec(GX_OP_EMBEDDING, 2, in);
+  return add1(g, &s, out_vid, "kiln_graph_embedding");
+}
+
+kiln_status_t kiln_graph_embedding_backward(kiln_graph_t* g, int grad_out, int indices,
+                                            int64_t num_weights, int64_t padding_idx,
+                                            int scale_grad_by_freq, int* out_vid) {
+  int in[2] = {grad_out, indices};
+  gx_spec s = spec(GX_OP_EMBEDDING_BW, 2, in);
+  s.i[0] = num_weights;
+  s.i[1] = padding_idx;
+  s.i[2] = scale_grad_by_freq;
+  s.n_i = 3;
+  return add1(g, &s, out_vid, "kiln_graph_embedding_backward");
+}
+
+kiln_status_t kiln_graph_nll_loss(kiln_graph_t* g, int log_probs, int target, int weight,
+                                  int reduction, int64_t ignore_index, int* out,
+                                  int* total_weight) {
+  int in[3] = {log_probs, target, weight};
+  gx_spec s = spec(GX_OP_NLL_LOSS, 3, in);
+  s.i[0] = reduction;
+  s.i[1] = ignore_index;
+  s.n_i = 2;
+  if (!out) return BADARG("kiln_graph_nll_loss: NULL out");
+  return addn(g, &s, out, total_weight, NULL, "kiln_graph_nll_loss");
+}
+
+kiln_status_t kiln_graph_nll_loss_backward(kiln_graph_t* g, int grad_out, int log_probs,
+                                           int target, int weight, int reduction,
+                                           int64_t ignore_index, int total_weight,
+                                           int* out_vid) {
+  int in[5] = {grad_out, log_probs, target, weight, total_weight};
+  gx_spec s = spec(GX_OP_NLL_LOSS_BW, 5, in);
+  s.i[0] = reduction;
+  s.i[1] = ignore_index;
+  s.n_i = 2;
+  return add1(g, &s, out_vid, "kiln_graph_nll_loss_backward");
+}
+
+kiln_status_t kiln_graph_sdpa(kiln_graph_t* g, int q, int k, int v, int mask, int is_causal,
+                              double scale, int* out, int* logsumexp) {
+  int in[4] = {q, k, v, mask};
+  gx_spec s = spec(GX_OP_SDPA, 4, in);
+  s.i[0] = is_causal;
+  s.n_i = 1;
+  s.f[0] = scale;
+  if (!out) return BADARG("kiln_graph_sdpa: NULL out");
+  return addn(g, &s, out, logsumexp, NULL, "kiln_graph_sdpa");
+}
+
+kiln_status_t kiln_graph_sdpa_backward(kiln_graph_t* g, int grad_out, int q, int k, int v,
+                                       int out, int logsumexp, int mask, int is_causal,
+                                       double scale, int* grad_q, int* grad_k, int* grad_v) {
+  int in[7] = {grad_out, q, k, v, out, logsumexp, mask};
+  gx_spec s = spec(GX_OP_SDPA_BW, 7, in);
+  s.i[0] = is_causal;
+  s.i[1] = (grad_q ? 1 : 0) | (grad_k ? 2 : 0) | (grad_v ? 4 : 0);
+  s.n_i = 2;
+  s.f[0] = scale;
+  if (!s.i[1]) return BADARG("kiln_graph_sdpa_backward: no gradient requested");
+  return addn(g, &s, grad_q, grad_k, grad_v, "kiln_graph_sdpa_backward");
+}

@@ -1,0 +1,350 @@
+/* exec.c - the compile driver, the node runner (one kernel call per node) and kiln_exec_run. */
+#include <math.h>
+#include <string.h>
+
+#include "graph/graph_internal.h"
+#include "kiln/dtype.h"
+#include "kiln/kernels/elementwise.h"
+#include "kiln/kernels/gemm.h"
+#include "kiln/kernels/nn.h"
+#include "kiln/kernels/reduce.h"
+#include "kiln/parallel.h"
+
+#define BADARG(...) kiln_error(KILN_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
+
+/* ---- running one node ------------------------------------------------------------------------ */
+
+int gx_out_optional(int op, int slot) {
+  switch (op) {
+    case GX_OP_LAYER_NORM: return slot >= 1;
+    case GX_OP_REDUCE_INDEX: return slot == 0;
+    case GX_OP_RMS_NORM:
+    case GX_OP_NLL_LOSS:
+    case GX_OP_SDPA: return slot == 1;
+    case GX_OP_LAYER_NORM_BW:
+    case GX_OP_RMS_NORM_BW:
+    case GX_OP_SDPA_BW: return 1;
+    default: return 0;
+  }
+}
+
+/* `out` (the result shape, reduced dims dropped or kept) as a descriptor of x's rank with the
+ * reduced dims of size 1 re-inserted. */
+static kiln_tensor_t keepdim_view(const kiln_tensor_t* out, int x_ndim, uint32_t mask) {
+  kiln_tensor_t t = *out;
+  if (out->ndim == x_ndim) return t;
+  int j = 0;
+  for (int i = 0; i < x_ndim; i++) {
+    if (mask & (1u << i)) {
+      t.shape[i] = 1;
+      t.strides[i] = 0;
+    } else {
+      t.shape[i] = out->shape[j];
+      t.strides[i] = out->strides[j];
+      j++;
+    }
+  }
+  t.ndim = x_ndim;
+  return t;
+}
+
+/* GX_OP_GEMM: i[0] activation, i[1] bias axis, i[2] trans_a, i[3] trans_b, i[4] lda, i[5] ldb,
+ * i[6] M, i[7] N, i[8] K, i[9] ldr; f[0] alpha. Inputs a, b, bias (-1), residual (-1). The
+ * geometry was checked against the layouts when the node was made (fusion.c). */
+static kiln_status_t run_gemm(const gx_node* n, kiln_tensor_t* const* in, kiln_tensor_t* out) {
+  kiln_gemm_epilogue_t ep;
+  memset(&ep, 0, sizeof ep);
+  ep.activation = (int)n->i[0];
+  ep.bias_axis = (int)n->i[1];
+  ep.bias = in[2] ? in[2]->data : NULL;
+  ep.residual = in[3] ? in[3]->data : NULL;
+  ep.ldr = in[3] ? n->i[9] : 0;
+  return kiln_sgemm_ex((int)n->i[2], (int)n->i[3], n->i[6], n->i[7], n->i[8], (float)n->f[0],
+                       in[0]->data, n->i[4], in[1]->data, n->i[5], 0.0f, out->data,
+                       n->i[7] > 0 ? n->i[7] : 1, &ep);
+}
+
+kiln_status_t gx_run_node(const kiln_graph_t* g, const gx_node* n, kiln_tensor_t* const* in,
+                          kiln_tensor_t* const* out) {
+  (void)g;
+  switch (n->op) {
+    case GX_OP_INPUT:
+    case GX_OP_CONST:
+    case GX_OP_RESHAPE:
+    case GX_OP_PERMUTE:
+    case GX_OP_EXPAND:
+    case GX_OP_SLICE: return KILN_OK;
+    case GX_OP_UNARY: {
+      kiln_unary_params_t p = {n->f[0], n->f[1], n->f[2], n->f[3], n->f[4], n->f[5],
+                               (int)n->i[0], (int)n->i[1]};
+      return kiln_kernel_unary_ex((kiln_unary_op_t)n->sub, in[0], &p, (kiln_dtype_t)n->dtype2,
+                                  out[0]);
+    }
+    case GX_OP_BINARY:
+      return kiln_kernel_binary((kiln_binary_op_t)n->sub, in[0], in[1], n->f[0],
+                                (kiln_dtype_t)n->dtype2, out[0]);
+    case GX_OP_TERNARY:
+      return kiln_kernel_ternary((kiln_ternary_op_t)n->sub, in[0], in[1], in[2], n->f[0],
+                                 (kiln_dtype_t)n->dtype2, out[0]);
+    case GX_OP_CAST:
+    case GX_OP_CONTIGUOUS: return kiln_kernel_copy(in[0], out[0]);
+    case GX_OP_REDUCE: {
+      uint32_t mask = (uint32_t)n->i[0];
+      kiln_tensor_t o = keepdim_view(out[0], in[0]->ndim, mask);
+      kiln_reduce_params_t p = {n->f[0], n->f[0]};
+      return kiln_kernel_reduce((kiln_reduce_op_t)n->sub, in[0], mask, &p,
+                                (kiln_dtype_t)n->dtype2, &o);
+    }
+    case GX_OP_REDUCE_INDEX: {
+      int dim = (int)n->i[0];
+      kiln_tensor_t ov, oi;
+      kiln_tensor_t* pv = NULL;
+      if (dim == KILN_REDUCE_INDEX_ALL_DIMS) {
+        oi = *out[1];
+        if (out[0]) {
+          ov = *out[0];
+          pv = &ov;
+        }
+      } else {
+        uint32_t mask = in[0]->ndim ? 1u << dim : 0;
+        oi = keepdim_view(out[1], in[0]->ndim, mask);
+        if (out[0]) {
+          ov = keepdim_view(out[0], in[0]->ndim, mask);
+          pv = &ov;
+        }
+      }
+      return kiln_kernel_reduce_index((kiln_reduce_index_op_t)n->sub, in[0], dim, pv, &oi);
+    }
+    case GX_OP_SCAN:
+      return n->sub == 0 ? kiln_kernel_cumsum(in[0], (int)n->i[0], (kiln_dtype_t)n->dtype, out[0])
+                         : kiln_kernel_cumprod(in[0], (int)n->i[0], (kiln_dtype_t)n->dtype, out[0]);
+    case GX_OP_MATMUL: return kiln_kernel_matmul(in[0], in[1], out[0]);
+    case GX_OP_ADDMM:
+      return kiln_kernel_matmul_ex(in[1], in[2], in[0], n->f[1], in[0] ? n->f[0] : 0.0, out[0]);
+    case GX_OP_CAT: {
+      int d = (int)n->i[0];
+      int64_t off = 0;
+      size_t es = kiln_dtype_size(out[0]->dtype);
+      for (int k = 0; k < n->n_in; k++) {
+        kiln_tensor_t dst = *out[0];
+        dst.shape[d] = in[k]->shape[d];
+        if (dst.shape[d] == 0) continue;
+        dst.data = (char*)out[0]->data + off * out[0]->strides[d] * (int64_t)es;
+        KILN_RETURN_IF_ERROR(kiln_kernel_copy(in[k], &dst));
+        off += in[k]->shape[d];
+      }
+      return KILN_OK;
+    }
+    case GX_OP_SOFTMAX: return kiln_kernel_softmax(in[0], (int)n->i[0], (int)n->i[1], out[0]);
+    case GX_OP_SOFTMAX_BW:
+      return kiln_kernel_softmax_backward(in[0], in[1], (int)n->i[0], (int)n->i[1], out[0]);
+    case GX_OP_LAYER_NORM:
+      return kiln_kernel_layer_norm(in[0], (int)n->i[0], in[1], in[2], n->f[0], out[0], out[1],
+                                    out[2]);
+    case GX_OP_LAYER_NORM_BW:
+      return kiln_kernel_layer_norm_backward(in[0], in[1], in[2], in[3], in[4], (int)n->i[0],
+                                             out[0], out[1], out[2]);
+    case GX_OP_RMS_NORM:
+      return kiln_kernel_rms_norm(in[0], (int)n->i[0], in[1], n->f[0], out[0], out[1]);
+    case GX_OP_RMS_NORM_BW:
+      return kiln_kernel_rms_norm_backward(in[0], in[1], in[2], in[3], (int)n->i[0], out[0],
+                                           out[1]);
+    case GX_OP_EMBEDDING: return kiln_kernel_embedding(in[0], in[1], out[0]);
+    case GX_OP_EMBEDDING_BW:
+      return kiln_kernel_embedding_backward_ex(in[0], in[1], n->i[0], n->i[1], (int)n->i[2],
+                                               out[0]);
+    case GX_OP_NLL_LOSS:
+      return kiln_kernel_nll_loss(in[0], in[1], in[2], (int)n->i[0], n->i[1], out[0], out[1]);
+    case GX_OP_NLL_LOSS_BW:
+      return kiln_kernel_nll_loss_backward(in[0], in[1], in[2], in[3], (int)n->i[0], n->i[1],
+                                           in[4], out[0]);
+    case GX_OP_SDPA:
+      return kiln_kernel_sdpa(in[0], in[1], in[2], in[3], (int)n->i[0], n->f[0], out[0], out[1]);
+    case GX_OP_SDPA_BW:
+      return kiln_kernel_sdpa_backward(in[0], in[1], in[2], in[3], in[4], in[5], in[6],
+                                       (int)n->i[0], n->f[0], out[0], out[1], out[2]);
+    case GX_OP_GEMM: return run_gemm(n, in, out[0]);
+    default:
+      return kiln_error(KILN_ERROR_INTERNAL, "kiln graph: cannot run op %s", gx_op_name(n->op));
+  }
+}
+
+/* ---- compile --------------------------------------------------------------------------------- */
+
+static void free_groups(kiln_exec_t* e) {
+  for (int i = 0; i < e->n_groups; i++) {
+    gx_group* gr = &e->groups[i];
+    gx_free(&e->alloc, gr->instr);
+    gx_free(&e->alloc, gr->reg_dtype);
+    gx_free(&e->alloc, gr->in_vids);
+    gx_free(&e->alloc, gr->out_vids);
+    gx_free(&e->alloc, gr->members);
+    gx_free(&e->alloc, gr->in_st);
+    gx_free(&e->alloc, gr->out_st);
+  }
+  gx_free(&e->alloc, e->groups);
+  e->groups = NULL;
+  e->n_groups = 0;
+}
+
+void kiln_exec_destroy(kiln_exec_t* e) {
+  if (!e) return;
+  kiln_allocator_t a = e->alloc;
+  free_groups(e);
+  kiln_graph_destroy(e->wg);
+  kiln_graph_destroy(e->src);
+  gx_free(&a, e->order);
+  gx_free(&a, e->steps);
+  gx_free(&a, e->st_cls);
+  gx_free(&a, e->st_idx);
+  gx_free(&a, e->v_used);
+  gx_free(&a, e->vt);
+  gx_free(&a, e->out_t);
+  gx_free(&a, e->bufs);
+  gx_free(&a, e->arena);
+  gx_free(&a, e->scratch);
+  gx_free(&a, e);
+}
+
+kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_t** out) {
+  if (!out) return BADARG("kiln_graph_compile: NULL out");
+  *out = NULL;
+  if (!g) return BADARG("kiln_graph_compile: NULL graph");
+  if (g->n_outputs < 1) return BADARG("kiln_graph_compile: the graph has no outputs");
+  kiln_exec_t* e = kiln_allocator_alloc(&g->alloc, sizeof(*e), GX_ALIGN);
+  if (!e) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_graph_compile: out of memory");
+  memset(e, 0, sizeof(*e));
+  e->alloc = g->alloc;
+  e->flags = flags;
+  atomic_init(&e->err, 0);
+  kiln_status_t st = gx_graph_copy(g, 0, &e->src);
+  if (st == KILN_OK) st = gx_graph_copy(e->src, 1, &e->wg);
+  if (st != KILN_OK) {
+    kiln_exec_destroy(e);
+    return st;
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op != GX_OP_INPUT && g->nodes[i].op != GX_OP_CONST) e->stats.n_nodes_before++;
+  kiln_graph_t* w = e->wg;
+  if (!(flags & KILN_COMPILE_NO_DCE)) st = gx_pass_dce(w, &e->stats.n_dce);
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_CSE)) st = gx_pass_cse(w, &e->stats.n_cse);
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_FOLD)) {
+    st = gx_pass_fold(w, &e->stats.n_folded);
+    if (st == KILN_OK && !(flags & KILN_COMPILE_NO_CSE)) st = gx_pass_cse(w, &e->stats.n_cse);
+  }
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_VIEW_SINK)) st = gx_pass_view_sink(w, NULL);
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_DCE)) st = gx_pass_dce(w, NULL);
+  if (st == KILN_OK) st = gx_pass_views(e);
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_EPILOGUE)) st = gx_pass_epilogue(e);
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_FUSION)) st = gx_pass_fusion(e);
+  if (st == KILN_OK) st = gx_plan(e);
+  if (st != KILN_OK) {
+    kiln_exec_destroy(e);
+    return st;
+  }
+  *out = e;
+  return KILN_OK;
+}
+
+kiln_status_t kiln_graph_compile(const kiln_graph_t* g, kiln_exec_t** out) {
+  return kiln_graph_compile_ex(g, 0, out);
+}
+
+/* ---- run ------------------------------------------------------------------------------------- */
+
+static kiln_status_t run_step(kiln_exec_t* e, const gx_step* s) {
+  const kiln_graph_t* g = e->wg;
+  if (s->kind == GX_STEP_COPY) return kiln_kernel_copy(&e->vt[s->src], &e->out_t[s->out]);
+  const gx_node* n = &g->nodes[s->node];
+  if (n->op == GX_OP_FUSED) return gx_run_group(e, &e->groups[n->aux]);
+  kiln_tensor_t* in[64];
+  kiln_tensor_t* out[GX_MAX_OUT] = {NULL, NULL, NULL};
+  int n_in = n->n_in;
+  if (n_in > 64) { /* only cat takes this many inputs: copy each into its slice */
+    const kiln_tensor_t* o = &e->vt[n->out[0]];
+    int d = (int)n->i[0];
+    int64_t off = 0, es = (int64_t)kiln_dtype_size(o->dtype);
+    for (int k = 0; k < n_in; k++) {
+      const kiln_tensor_t* src = &e->vt[n->in[k]];
+      kiln_tensor_t dst = *o;
+      dst.shape[d] = src->shape[d];
+      if (dst.shape[d] == 0) continue;
+      dst.data = (char*)o->data + off * o->strides[d] * es;
+      KILN_RETURN_IF_ERROR(kiln_kernel_copy(src, &dst));
+      off += src->shape[d];
+    }
+    return KILN_OK;
+  }
+  for (int k = 0; k < n_in; k++) in[k] = n->in[k] >= 0 ? &e->vt[n->in[k]] : NULL;
+  for (int k = 0; k < n->n_out; k++)
+    out[k] = n->out[k] >= 0 && e->v_used[n->out[k]] ? &e->vt[n->out[k]] : NULL;
+  return gx_run_node(g, n, in, out);
+}
+
+kiln_status_t kiln_exec_run(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
+                            void* const* outputs) {
+  if (!e) return BADARG("kiln_exec_run: NULL exec");
+  const kiln_graph_t* g = e->wg;
+  if (n_in != g->n_inputs)
+    return BADARG("kiln_exec_run: %d inputs given, the program takes %d", n_in, g->n_inputs);
+  if (n_out != g->n_outputs)
+    return BADARG("kiln_exec_run: %d outputs given, the program has %d", n_out, g->n_outputs);
+  if ((n_in && !inputs) || (n_out && !outputs)) return BADARG("kiln_exec_run: NULL buffer list");
+  for (int i = 0; i < n_in; i++)
+    if (!inputs[i] && g->values[g->inputs[i]].numel > 0)
+      return BADARG("kiln_exec_run: input %d is NULL", i);
+  for (int k = 0; k < n_out; k++) {
+    if (!outputs[k] && g->values[g->outputs[k]].numel > 0)
+      return BADARG("kiln_exec_run: output %d is NULL", k);
+    e->out_t[k].data = outputs[k];
+  }
+  /* bind caller buffers: only values living in inputs / outputs change between runs */
+  for (int v = 0; v < g->n_values; v++) {
+    if (!e->v_used[v]) continue;
+    const gx_value* val = &g->values[v];
+    int r = val->root;
+    int cls = e->st_cls[r];
+    if (cls != GX_ST_INPUT && cls != GX_ST_OUTPUT) continue;
+    char* base = cls == GX_ST_INPUT ? (char*)inputs[e->st_idx[r]] : (char*)outputs[e->st_idx[r]];
+    e->vt[v].data = base ? base + val->offset * (int64_t)kiln_dtype_size((kiln_dtype_t)val->dtype)
+                         : NULL;
+  }
+  for (int i = 0; i < e->n_steps; i++) KILN_RETURN_IF_ERROR(run_step(e, &e->steps[i]));
+  return KILN_OK;
+}
+
+/* ---- queries --------------------------------------------------------------------------------- */
+
+kiln_status_t kiln_exec_stats(const kiln_exec_t* e, kiln_exec_stats_t* out) {
+  if (!e || !out) return BADARG("kiln_exec_stats: NULL argument");
+  *out = e->stats;
+  return KILN_OK;
+}
+
+int kiln_exec_num_inputs(const kiln_exec_t* e) { return e ? e->src->n_inputs : 0; }
+int kiln_exec_num_outputs(const kiln_exec_t* e) { return e ? e->src->n_outputs : 0; }
+
+static kiln_status_t info(const kiln_graph_t* g, int vid, int* dtype, int* ndim, int64_t* shape) {
+  const gx_value* v = &g->values[vid];
+  if (dtype) *dtype = v->dtype;
+  if (ndim) *ndim = v->ndim;
+  if (shape)
+    for (int i = 0; i < v->ndim; i++) shape[i] = v->shape[i];
+  return KILN_OK;
+}
+
+kiln_status_t kiln_exec_input_info(const kiln_exec_t* e, int i, int* dtype, int* ndim,
+                                   int64_t* shape) {
+  if (!e) return BADARG("kiln_exec_input_info: NULL exec");
+  if (i < 0 || i >= e->src->n_inputs)
+    return kiln_error(KILN_ERROR_OUT_OF_RANGE, "kiln_exec_input_info: no input %d", i);
+  return info(e->src, e->src->inputs[i], dtype, ndim, shape);
+}
+
+kiln_status_t kiln_exec_output_info(const kiln_exec_t* e, int i, int* dtype, int* ndim,
+                                    int64_t* shape) {
+  if (!e) return BADARG("kiln_exec_output_info: NULL exec");
+  if (i < 0 || i >= e->src->n_outputs)
+    return kiln_error(KILN_ERROR_OUT_OF_RANGE, "kiln_exec_output_info: no output %d", i);
+  return info(e->src, e->src->outputs[i], dtype, ndim, shape);
+}

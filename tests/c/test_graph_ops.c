@@ -1,0 +1,180 @@
+/* test_graph_ops.c - remaining ops vs the kernels, empty tensors, large graphs, allocators. */
+#include <time.h>
+
+#include "test_graph_util.h"
+
+#define F32 KILN_DTYPE_F32
+
+KT_TEST(rms_norm_softmax_bw_embedding_bw_scan) {
+  int64_t s[2] = {6, 20}, ws[1] = {20}, rs[2] = {6, 1}, is[1] = {6}, gw[2] = {9, 20};
+  float* x = gt_randf(120);
+  float* w = gt_randf(20);
+  float* go = gt_randf(120);
+  int64_t idx[6] = {0, 8, 3, 3, 8, 1};
+  float r_out[120], r_rstd[6], r_gx[120], r_gw[20], r_sm[120], r_smb[120], r_eb[180], r_cs[120];
+  kiln_tensor_t X = gt_t(x, F32, 2, s), W = gt_t(w, F32, 1, ws), GO = gt_t(go, F32, 2, s),
+                RO = gt_t(r_out, F32, 2, s), RR = gt_t(r_rstd, F32, 2, rs),
+                RGX = gt_t(r_gx, F32, 2, s), RGW = gt_t(r_gw, F32, 1, ws),
+                SM = gt_t(r_sm, F32, 2, s), SMB = gt_t(r_smb, F32, 2, s),
+                I = gt_t(idx, KILN_DTYPE_I64, 1, is), EB = gt_t(r_eb, F32, 2, gw),
+                CS = gt_t(r_cs, F32, 2, s);
+  KT_OK(kiln_kernel_rms_norm(&X, 1, &W, -1.0, &RO, &RR));
+  KT_OK(kiln_kernel_rms_norm_backward(&GO, &X, &RR, &W, 1, &RGX, &RGW));
+  KT_OK(kiln_kernel_softmax(&X, 1, 0, &SM));
+  KT_OK(kiln_kernel_softmax_backward(&GO, &SM, 1, 0, &SMB));
+  KT_OK(kiln_kernel_embedding_backward_ex(&GO, &I, 9, 3, 1, &EB));
+  KT_OK(kiln_kernel_cumsum(&X, 0, F32, &CS));
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int vx, vw, vg, vi, out, rstd, gx, gwv, sm, smb, eb, cs;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &vx));
+  KT_OK(kiln_graph_input(g, F32, 1, ws, &vw));
+  KT_OK(kiln_graph_input(g, F32, 2, s, &vg));
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 1, is, &vi));
+  KT_OK(kiln_graph_rms_norm(g, vx, vw, 1, -1.0, &out, &rstd));
+  KT_OK(kiln_graph_rms_norm_backward(g, vg, vx, rstd, vw, 1, 3, &gx, &gwv));
+  KT_OK(kiln_graph_softmax(g, vx, 1, 0, -1, &sm));
+  KT_OK(kiln_graph_softmax_backward(g, vg, sm, 1, 0, -1, &smb));
+  KT_OK(kiln_graph_embedding_backward(g, vg, vi, 9, 3, 1, &eb));
+  KT_OK(kiln_graph_scan(g, 0, vx, 0, F32, &cs));
+  int outs_v[6] = {out, gx, gwv, smb, eb, cs};
+  for (int k = 0; k < 6; k++) KT_OK(kiln_graph_output(g, outs_v[k]));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  float o_out[120], o_gx[120], o_gw[20], o_smb[120], o_eb[180], o_cs[120];
+  void* ins[4] = {x, w, go, idx};
+  void* outs[6] = {o_out, o_gx, o_gw, o_smb, o_eb, o_cs};
+  KT_OK(kiln_exec_run(e, 4, ins, 6, outs));
+  KT_CHECK(memcmp(o_out, r_out, sizeof r_out) == 0);
+  KT_CHECK(memcmp(o_gx, r_gx, sizeof r_gx) == 0);
+  KT_CHECK(memcmp(o_gw, r_gw, sizeof r_gw) == 0);
+  KT_CHECK(memcmp(o_smb, r_smb, sizeof r_smb) == 0);
+  KT_CHECK(memcmp(o_eb, r_eb, sizeof r_eb) == 0);
+  KT_CHECK(memcmp(o_cs, r_cs, sizeof r_cs) == 0);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+  free(x);
+  free(w);
+  free(go);
+}
+
+KT_TEST(argmax_and_keepdim) {
+  int64_t s[3] = {3, 4, 5};
+  float* x = gt_randf(60);
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int vx, mv, mi, am, ami;
+  KT_OK(kiln_graph_input(g, F32, 3, s, &vx));
+  KT_OK(kiln_graph_reduce_index(g, KILN_REDUCE_INDEX_MAX, vx, 1, 0, &mv, &mi));
+  KT_OK(kiln_graph_reduce_index(g, KILN_REDUCE_INDEX_MIN, vx, KILN_REDUCE_INDEX_ALL_DIMS, 0, NULL,
+                                &ami));
+  (void)am;
+  KT_OK(kiln_graph_output(g, mv));
+  KT_OK(kiln_graph_output(g, mi));
+  KT_OK(kiln_graph_output(g, ami));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  float ov[15];
+  int64_t oi[15], oa;
+  void* ins[1] = {x};
+  void* outs[3] = {ov, oi, &oa};
+  KT_OK(kiln_exec_run(e, 1, ins, 3, outs));
+  int64_t best_all = 0;
+  for (int i = 0; i < 60; i++)
+    if (x[i] < x[best_all]) best_all = i;
+  KT_CHECK(oa == best_all);
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 5; k++) {
+      int bj = 0;
+      for (int j = 1; j < 4; j++)
+        if (x[i * 20 + j * 5 + k] > x[i * 20 + bj * 5 + k]) bj = j;
+      KT_CHECK(oi[i * 5 + k] == bj);
+      KT_CHECK(ov[i * 5 + k] == x[i * 20 + bj * 5 + k]);
+    }
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+  free(x);
+}
+
+/* zero-size dims through fused groups, reductions, matmul and cat */
+KT_TEST(empty_tensors) {
+  int64_t s[2] = {0, 7}, ms[2] = {7, 3};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, w, a, b, m, r, c, ids[2];
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  KT_OK(kiln_graph_input(g, F32, 2, ms, &w));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_EXP, x, F32, &a));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, a, x, 1.0, F32, &b));
+  KT_OK(kiln_graph_matmul(g, b, w, &m));
+  KT_OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, b, 1, 0, 0, F32, &r)); /* sum over dim 0: [7] */
+  ids[0] = b;
+  ids[1] = x;
+  KT_OK(kiln_graph_cat(g, 2, ids, 0, &c));
+  KT_OK(kiln_graph_output(g, m));
+  KT_OK(kiln_graph_output(g, r));
+  KT_OK(kiln_graph_output(g, c));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  float wd[21] = {0}, osum[7];
+  for (int i = 0; i < 7; i++) osum[i] = 99;
+  void* ins[2] = {NULL, wd};
+  void* outs[3] = {NULL, osum, NULL};
+  KT_OK(kiln_exec_run(e, 2, ins, 3, outs));
+  for (int i = 0; i < 7; i++) KT_CHECK(osum[i] == 0.0f);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
+static void* counting_alloc(void* self, size_t size, size_t alignment) {
+  (*(int*)self)++;
+  void* p = NULL;
+  if (posix_memalign(&p, alignment < sizeof(void*) ? sizeof(void*) : alignment, size) != 0)
+    return NULL;
+  return p;
+}
+static void counting_free(void* self, void* p) {
+  if (p) (*(int*)self)--;
+  free(p);
+}
+
+/* a custom allocator sees every allocation of the graph and its exec; a deep chain of nodes
+ * compiles quickly. */
+KT_TEST(allocator_and_large_graph) {
+  int live = 0;
+  kiln_allocator_t a = {counting_alloc, counting_free, &live};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create_ex(&a, &g));
+  int64_t s[2] = {8, 8};
+  int x, v;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  v = x;
+  clock_t t0 = clock();
+  for (int i = 0; i < 3000; i++) {
+    int nv;
+    if (i % 3 == 0) KT_OK(kiln_graph_unary(g, KILN_UNARY_TANH, v, F32, &nv));
+    else if (i % 3 == 1) KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, v, x, 0.5, F32, &nv));
+    else KT_OK(kiln_graph_softmax(g, v, i % 2, 0, -1, &nv));
+    v = nv;
+  }
+  KT_OK(kiln_graph_output(g, v));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+  KT_CHECK(secs < 5.0);
+  KT_CHECK(live > 0);
+  kiln_exec_stats_t st = gt_stats(e);
+  KT_CHECK(st.n_fused_groups == 1000);
+  KT_CHECK(st.arena_bytes <= 2 * 256);
+  float xin[64], out[64];
+  for (int i = 0; i < 64; i++) xin[i] = (float)gt_rand();
+  void* ins[1] = {xin};
+  void* outs[1] = {out};
+  KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+  for (int i = 0; i < 64; i++) KT_CHECK(out[i] >= 0.0f && out[i] <= 1.0f);
+  kiln_graph_destroy(g);
+  kiln_exec_destroy(e);
+  KT_CHECK(live == 0);
+}
+
+KT_MAIN()

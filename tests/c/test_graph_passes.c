@@ -1,0 +1,336 @@
+/* test_graph_passes.c - each compiler pass is observable in kiln_exec_stats and the dumps. */
+#include "test_graph_util.h"
+
+#define F32 KILN_DTYPE_F32
+
+static char* dump_str(kiln_exec_t* e, int stage) {
+  size_t need = 0;
+  KT_OK(kiln_exec_dump(e, stage, NULL, 0, &need));
+  char* buf = malloc(need);
+  size_t need2 = 0;
+  KT_OK(kiln_exec_dump(e, stage, buf, need, &need2));
+  KT_CHECK(need2 == need && strlen(buf) + 1 == need);
+  return buf;
+}
+
+KT_TEST(dce_removes_unused) {
+  int64_t s[1] = {16};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, a, b, c, y;
+  KT_OK(kiln_graph_input(g, F32, 1, s, &x));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_EXP, x, F32, &a));  /* unused */
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_SIN, a, F32, &b));  /* unused */
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_COS, x, F32, &c));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_NEG, c, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_FUSION, &e));
+  kiln_exec_stats_t st = gt_stats(e);
+  KT_CHECK(st.n_nodes_before == 4);
+  KT_CHECK(st.n_dce == 2);
+  KT_CHECK(st.n_nodes_after == 2);
+  kiln_exec_destroy(e);
+  /* with DCE off the unused nodes run too */
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_FUSION | KILN_COMPILE_NO_DCE, &e));
+  st = gt_stats(e);
+  KT_CHECK(st.n_dce == 0);
+  KT_CHECK(st.n_nodes_after == 4);
+  float xin[16], out[16];
+  for (int i = 0; i < 16; i++) xin[i] = (float)i / 8;
+  void* ins[1] = {xin};
+  void* outs[1] = {out};
+  KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+  for (int i = 0; i < 16; i++) KT_CHECK(out[i] == -cosf(xin[i]) || fabsf(out[i] + cosf(xin[i])) < 1e-6f);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
+KT_TEST(cse_merges_duplicates) {
+  int64_t s[2] = {4, 8};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, w, a1, a2, s1, s2, c1, c2, m1, m2, y;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  KT_OK(kiln_graph_input(g, F32, 2, s, &w));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, x, w, 1.0, F32, &a1));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, x, w, 1.0, F32, &a2)); /* same as a1 */
+  KT_OK(kiln_graph_scalar(g, 2.0, F32, &c1));
+  KT_OK(kiln_graph_scalar(g, 2.0, F32, &c2)); /* same constant */
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, a1, c1, 1.0, F32, &s1));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, a2, c2, 1.0, F32, &s2)); /* same after merging */
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, a2, c2, 0.5, F32, &m1)); /* alpha differs */
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_SUB, s1, s2, 1.0, F32, &m2));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, m1, m2, 1.0, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_FUSION, &e));
+  kiln_exec_stats_t st = gt_stats(e);
+  KT_CHECK(st.n_cse == 2);
+  KT_CHECK(st.n_nodes_after == 5);
+  kiln_exec_destroy(e);
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_FUSION | KILN_COMPILE_NO_CSE, &e));
+  KT_CHECK(gt_stats(e).n_cse == 0);
+  KT_CHECK(gt_stats(e).n_nodes_after == 7);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
+KT_TEST(constant_folding) {
+  int64_t s[1] = {5};
+  float cdata[5] = {1, 2, 3, 4, 5};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, c, two, c2, c3, y;
+  KT_OK(kiln_graph_input(g, F32, 1, s, &x));
+  KT_OK(kiln_graph_constant(g, F32, 1, s, cdata, &c));
+  KT_OK(kiln_graph_scalar(g, 2.0, F32, &two));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, c, two, 1.0, F32, &c2)); /* folded */
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_SQRT, c2, F32, &c3));           /* folded */
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, x, c3, 1.0, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  KT_OK(kiln_graph_output(g, c3));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  kiln_exec_stats_t st = gt_stats(e);
+  KT_CHECK(st.n_folded == 2);
+  KT_CHECK(st.n_nodes_after == 1);
+  float xin[5] = {10, 20, 30, 40, 50}, out[5], oc[5];
+  void* ins[1] = {xin};
+  void* outs[2] = {out, oc};
+  KT_OK(kiln_exec_run(e, 1, ins, 2, outs));
+  for (int i = 0; i < 5; i++) {
+    KT_CHECK(oc[i] == sqrtf(2.0f * cdata[i]));
+    KT_CHECK(out[i] == xin[i] + sqrtf(2.0f * cdata[i]));
+  }
+  kiln_exec_destroy(e);
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_FOLD, &e));
+  KT_CHECK(gt_stats(e).n_folded == 0);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
+KT_TEST(fusion_groups_count) {
+  /* two independent chains separated by a matmul: two groups */
+  int64_t s[2] = {16, 16};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, a, b, m, c, d, y;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_EXP, x, F32, &a));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_TANH, a, F32, &b));
+  KT_OK(kiln_graph_matmul(g, b, b, &m));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_SIN, m, F32, &c));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, c, x, 1.0, F32, &d));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_ABS, d, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  kiln_exec_stats_t st = gt_stats(e);
+  KT_CHECK(st.n_fused_groups == 2);
+  KT_CHECK(st.n_fused_nodes == 5);
+  KT_CHECK(st.n_nodes_after == 3);
+  KT_CHECK(st.n_kernels_per_run == 3);
+  char* txt = dump_str(e, KILN_DUMP_GROUPS);
+  KT_CHECK(strstr(txt, "group 0") && strstr(txt, "group 1"));
+  KT_CHECK(strstr(txt, "unary.tanh"));
+  free(txt);
+  kiln_exec_destroy(e);
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_FUSION, &e));
+  KT_CHECK(gt_stats(e).n_fused_groups == 0);
+  KT_CHECK(gt_stats(e).n_nodes_after == 6);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
+/* a node that reads a member of a would-be group through a transposed view must not join it;
+ * results stay right. */
+KT_TEST(fusion_respects_views_and_order) {
+  int64_t s[2] = {40, 40};
+  float* xin = gt_randf(1600);
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, a, at, b, y;
+  int perm[2] = {1, 0};
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_EXP, x, F32, &a));
+  KT_OK(kiln_graph_permute(g, a, perm, &at));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, a, at, 1.0, F32, &b)); /* a + a.T */
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_SQRT, b, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  float out[1600];
+  void* ins[1] = {xin};
+  void* outs[1] = {out};
+  KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+  for (int i = 0; i < 40; i++)
+    for (int j = 0; j < 40; j++) {
+      float want = sqrtf(expf(xin[i * 40 + j]) + expf(xin[j * 40 + i]));
+      KT_CHECK(fabsf(out[i * 40 + j] - want) <= 1e-6f * want);
+    }
+  KT_CHECK(gt_stats(e).n_fused_groups == 1); /* (add, sqrt) only */
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+  free(xin);
+}
+
+KT_TEST(epilogue_used_and_dumped) {
+  int64_t xs[2] = {8, 16}, ws[2] = {16, 12}, bs[1] = {12};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, w, b, m, a, y;
+  KT_OK(kiln_graph_input(g, F32, 2, xs, &x));
+  KT_OK(kiln_graph_input(g, F32, 2, ws, &w));
+  KT_OK(kiln_graph_input(g, F32, 1, bs, &b));
+  KT_OK(kiln_graph_matmul(g, x, w, &m));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, b, m, 1.0, F32, &a));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_SILU, a, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  kiln_exec_stats_t st = gt_stats(e);
+  KT_CHECK(st.n_epilogues == 1 && st.n_epilogue_ops == 2);
+  KT_CHECK(st.n_nodes_after == 1);
+  char* txt = dump_str(e, KILN_DUMP_AFTER);
+  KT_CHECK(strstr(txt, "gemm_epilogue") != NULL);
+  KT_CHECK(strstr(txt, "act=silu") != NULL);
+  free(txt);
+  kiln_exec_destroy(e);
+  /* f64 matmuls keep the plain kernel */
+  kiln_graph_t* g2;
+  KT_OK(kiln_graph_create(&g2));
+  KT_OK(kiln_graph_input(g2, KILN_DTYPE_F64, 2, xs, &x));
+  KT_OK(kiln_graph_input(g2, KILN_DTYPE_F64, 2, ws, &w));
+  KT_OK(kiln_graph_matmul(g2, x, w, &m));
+  KT_OK(kiln_graph_unary(g2, KILN_UNARY_RELU, m, KILN_DTYPE_F64, &y));
+  KT_OK(kiln_graph_output(g2, y));
+  KT_OK(kiln_graph_compile(g2, &e));
+  KT_CHECK(gt_stats(e).n_epilogues == 0);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g2);
+  kiln_graph_destroy(g);
+}
+
+/* a chain of non-fused ops: intermediates share the arena, arena < sum of intermediates */
+KT_TEST(memory_plan_reuses) {
+  int64_t s[2] = {32, 64};
+  float* xin = gt_randf(32 * 64);
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, v;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  v = x;
+  for (int i = 0; i < 8; i++) {
+    int nv;
+    KT_OK(kiln_graph_softmax(g, v, i % 2, 0, -1, &nv));
+    v = nv;
+    if (i == 3) { /* a pointwise op in the middle can overwrite its dead input */
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_NEG, v, F32, &nv));
+      v = nv;
+    }
+  }
+  int y;
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_ABS, v, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  float ref[32 * 64], out[32 * 64];
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_MEMORY_REUSE, &e));
+  void* ins[1] = {xin};
+  void* outs[1] = {ref};
+  KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+  kiln_exec_stats_t st0 = gt_stats(e);
+  KT_CHECK(st0.arena_bytes == st0.intermediates_bytes);
+  kiln_exec_destroy(e);
+  KT_OK(kiln_graph_compile(g, &e));
+  kiln_exec_stats_t st = gt_stats(e);
+  KT_CHECK(st.intermediates_bytes == 9 * 32 * 64 * 4);
+  KT_CHECK(st.arena_bytes == 2 * 32 * 64 * 4);
+  KT_CHECK(st.arena_bytes < st.intermediates_bytes);
+  KT_CHECK(st.n_inplace == 1); /* neg writes over the dead softmax result */
+  outs[0] = out;
+  KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+  KT_CHECK(memcmp(out, ref, sizeof ref) == 0);
+  char* txt = dump_str(e, KILN_DUMP_PLAN);
+  KT_CHECK(strstr(txt, "memory plan: arena 16384 bytes") != NULL);
+  free(txt);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+  free(xin);
+}
+
+/* in-place reuse inside a fused group (the dead input of the group is overwritten). */
+KT_TEST(inplace_fused) {
+  int64_t s[2] = {64, 64};
+  float* xin = gt_randf(64 * 64);
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, sm, a, b, c, y;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  KT_OK(kiln_graph_softmax(g, x, 1, 0, -1, &sm));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_LOG, sm, F32, &a));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_NEG, a, F32, &b));
+  KT_OK(kiln_graph_softmax(g, b, 0, 0, -1, &c));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_EXP, c, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  kiln_exec_t* e;
+  float ref[64 * 64], out[64 * 64];
+  void* ins[1] = {xin};
+  void* outs[1] = {ref};
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_INPLACE | KILN_COMPILE_NO_FUSION, &e));
+  KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+  kiln_exec_destroy(e);
+  KT_OK(kiln_graph_compile(g, &e));
+  kiln_exec_stats_t st = gt_stats(e);
+  KT_CHECK(st.n_fused_groups == 1);
+  KT_CHECK(st.n_inplace == 1);
+  KT_CHECK(st.arena_bytes == 2 * 64 * 64 * 4);
+  outs[0] = out;
+  KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+  KT_CHECK(memcmp(out, ref, sizeof ref) == 0);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+  free(xin);
+}
+
+KT_TEST(dumps_and_svg) {
+  int64_t s[2] = {4, 4};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, a, b, r, y;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_EXP, x, F32, &a));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, a, x, 1.0, F32, &b));
+  KT_OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, b, 2, 0, 0, F32, &r));
+  KT_OK(kiln_graph_softmax(g, r, 0, 0, -1, &y));
+  KT_OK(kiln_graph_output(g, y));
+  size_t need = 0;
+  KT_OK(kiln_graph_dump(g, NULL, 0, &need));
+  char* gb = malloc(need);
+  KT_OK(kiln_graph_dump(g, gb, need, NULL));
+  KT_CHECK(strstr(gb, "unary.exp") && strstr(gb, "reduce.sum"));
+  /* truncation keeps a terminated prefix */
+  char small[16];
+  size_t need2 = 0;
+  KT_OK(kiln_graph_dump(g, small, sizeof small, &need2));
+  KT_CHECK(need2 == need && strlen(small) == sizeof small - 1);
+  free(gb);
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  KT_CHECK(gt_stats(e).n_reduce_fused == 1);
+  char* all = dump_str(e, KILN_DUMP_ALL);
+  KT_CHECK(strstr(all, "==== before passes") && strstr(all, "==== after passes") &&
+           strstr(all, "==== fusion groups") && strstr(all, "==== memory plan"));
+  KT_CHECK(strstr(all, "reduce.sum(") != NULL);
+  free(all);
+  KT_OK(kiln_exec_dump_svg(e, NULL, 0, &need));
+  char* svg = malloc(need);
+  KT_OK(kiln_exec_dump_svg(e, svg, need, NULL));
+  KT_CHECK(strncmp(svg, "<svg", 4) == 0 && strstr(svg, "</svg>") && strstr(svg, "fused group"));
+  free(svg);
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_exec_dump(e, 9, NULL, 0, NULL));
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
+KT_MAIN()

@@ -1,0 +1,207 @@
+"""The "kiln" torch.compile backend.
+
+dynamo captures the program, aot_autograd (with core-ATen decompositions) splits it into forward
+and backward FX graphs, and each graph is lowered to the kiln IR, optimized and planned by the C
+compiler (src/graph/) and executed per call by one kiln_exec_run: no Python per op.
+
+Nodes kiln cannot lower split the graph: the lowerable regions become compiled kiln programs and
+the rest runs eagerly on the kiln device; every split is logged with its reason (logger
+"torch_kiln.compile", and printed under TORCH_KILN_LOG=graph). Shapes are static per compiled
+program; dynamo's guards recompile for new shapes, and a graph that arrives with symbolic shapes
+runs its nodes eagerly (logged) rather than being compiled wrongly.
+
+TORCH_KILN_LOG=graph prints, per compiled program, the IR before and after the passes, the fused
+groups and the memory plan, and writes an SVG picture to TORCH_KILN_LOG_DIR (default ./kiln_logs).
+"""
+import ctypes
+import logging
+import os
+import time
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._decomp import core_aten_decompositions
+from torch._functorch.aot_autograd import make_boxed_func
+
+from . import _capi
+from ._capi import check, lib
+from .lowering import Unsupported, lower_graph, unsupported_reason
+
+log = logging.getLogger("torch_kiln.compile")
+
+_STATS_FIELDS = ["arena_bytes", "intermediates_bytes", "n_nodes_before", "n_nodes_after", "n_fused_groups",
+                 "n_kernels_per_run", "n_dce", "n_cse", "n_folded", "n_views", "n_view_copies", "n_epilogues",
+                 "n_epilogue_ops", "n_fused_nodes", "n_reduce_fused", "n_inplace", "n_output_copies",
+                 "constant_bytes", "scratch_bytes"]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in _STATS_FIELDS] + [("reserved", ctypes.c_int64 * 13)]
+
+
+lib.kiln_exec_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Stats)]
+lib.kiln_exec_stats.restype = ctypes.c_int
+
+# Every program compiled in this process (most recent last): stats and split reasons, for tests,
+# benchmarks and users who want to see what the compiler did.
+compiled_programs = []
+graph_splits = []
+
+
+def _log_enabled():
+    return "graph" in os.environ.get("TORCH_KILN_LOG", "").split(",")
+
+
+class KilnProgram:
+    """One compiled kiln executable for an all-lowerable FX graph."""
+
+    def __init__(self, gm, name):
+        t0 = time.perf_counter()
+        b, self.inputs, self.outputs, self.single = lower_graph(gm)
+        try:
+            if _log_enabled():
+                print(f"[kiln] ==== {name}: IR before passes ====\n" + _capi.text(lib.kiln_graph_dump, b.g))
+            self.exec = ctypes.c_void_p()
+            check(lib.kiln_graph_compile(b.g, ctypes.byref(self.exec)), "kiln_graph_compile")
+        finally:
+            b.close()
+        self.compile_s = time.perf_counter() - t0
+        st = _Stats()
+        check(lib.kiln_exec_stats(self.exec, ctypes.byref(st)), "kiln_exec_stats")
+        self.stats = {n: getattr(st, n) for n in _STATS_FIELDS}
+        self.stats["compile_s"] = self.compile_s
+        self.name = name
+        compiled_programs.append(self)
+        self.n_out = sum(1 for o in self.outputs if o[0] == "value")
+        self._in_arr = (ctypes.c_void_p * max(len(self.inputs), 1))()
+        self._out_arr = (ctypes.c_void_p * max(self.n_out, 1))()
+        if _log_enabled():
+            print(f"[kiln] ==== {name}: after passes ====\n" + _capi.text(lib.kiln_exec_dump, self.exec, 4))
+            d = os.environ.get("TORCH_KILN_LOG_DIR", "kiln_logs")
+            os.makedirs(d, exist_ok=True)
+            path = os.path.join(d, f"{name}.svg")
+            with open(path, "w") as f:
+                f.write(_capi.text(lib.kiln_exec_dump_svg, self.exec))
+            print(f"[kiln] {name}: stats {self.stats}; picture {path}")
+
+    def __del__(self):
+        if getattr(self, "exec", None):
+            lib.kiln_exec_destroy(self.exec)
+            self.exec = None
+
+    def dump(self, stage=4):
+        return _capi.text(lib.kiln_exec_dump, self.exec, stage)
+
+    def __call__(self, *args):
+        keep = []
+        for i, (a, m) in enumerate(zip(args, self.inputs)):
+            if a.shape != m.shape or a.dtype != m.dtype:
+                raise RuntimeError(f"kiln program {self.name}: input {i} is {tuple(a.shape)} {a.dtype}, "
+                                   f"compiled for {tuple(m.shape)} {m.dtype}")
+            if not a.is_contiguous():
+                a = a.contiguous()
+            keep.append(a)
+            self._in_arr[i] = a.data_ptr()
+        results, k = [], 0
+        for o in self.outputs:
+            if o[0] == "value":
+                m = o[2]
+                t = torch.empty(m.shape, dtype=m.dtype, device=m.device)
+                self._out_arr[k] = t.data_ptr()
+                k += 1
+                results.append(t)
+            else:
+                results.append(o[1])
+        check(lib.kiln_exec_run(self.exec, len(self.inputs), self._in_arr, self.n_out, self._out_arr), self.name)
+        return results
+
+
+_counter = [0]
+
+
+def _compile_fx(gm, example_inputs, kind):
+    """aot_autograd's fw/bw compiler: a kiln program, or a split graph with kiln submodules."""
+    _counter[0] += 1
+    name = f"{kind}{_counter[0]}"
+    reasons = {}
+    for node in gm.graph.nodes:
+        r = unsupported_reason(node)
+        if r is not None:
+            reasons.setdefault(r, []).append(node.name)
+    dynamic = any(isinstance(getattr(n.meta.get("val"), "shape", None), torch.Size) and
+                  not all(isinstance(s, int) for s in n.meta["val"].shape)
+                  for n in gm.graph.nodes if n.op == "placeholder")
+    if not reasons and not dynamic:
+        try:
+            prog = KilnProgram(gm, name)
+            return make_boxed_func(prog)
+        except Unsupported as e:
+            reasons[str(e)] = ["(lowering)"]
+    if dynamic:
+        reasons.setdefault("symbolic shapes (graph runs eagerly on kiln)", []).append("inputs")
+    for r, nodes in reasons.items():
+        msg = f"kiln: graph {name} split at {len(nodes)} node(s): {r} [{', '.join(nodes[:5])}]"
+        graph_splits.append(msg)
+        log.warning(msg)
+        if _log_enabled():
+            print("[kiln] " + msg)
+    if dynamic:
+        return make_boxed_func(gm.forward)
+    return make_boxed_func(_partition(gm, name))
+
+
+def _partition(gm, name):
+    """Lowerable regions become kiln programs; the rest of gm runs eagerly."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    class Support(OperatorSupportBase):
+        def is_node_supported(self, submodules, node):
+            return node.op == "call_function" and unsupported_reason(node) is None
+
+    part = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True)
+    fused = part.fuse_partitions(part.propose_partitions())
+    for sub_name, sub in list(fused.named_children()):
+        try:
+            prog = KilnProgram(sub, f"{name}_{sub_name}")
+        except Unsupported as e:
+            log.warning("kiln: %s_%s stays eager: %s", name, sub_name, e)
+            continue
+        setattr(fused, sub_name, _ProgramModule(prog))
+    fused.recompile()
+    return fused.forward
+
+
+class _ProgramModule(torch.nn.Module):
+    def __init__(self, prog):
+        super().__init__()
+        self.prog = prog
+
+    def forward(self, *args):
+        out = self.prog(*args)
+        return out[0] if self.prog.single else tuple(out)
+
+
+def _fw(gm, example_inputs):
+    return _compile_fx(gm, example_inputs, "forward")
+
+
+def _bw(gm, example_inputs):
+    return _compile_fx(gm, example_inputs, "backward")
+
+
+def _decompositions():
+    decomp = dict(core_aten_decompositions())
+    # kiln has fused kernels for these: keep them whole.
+    for op in (torch.ops.aten._softmax.default, torch.ops.aten._log_softmax.default,
+               torch.ops.aten.native_layer_norm.default, torch.ops.aten.native_layer_norm_backward.default,
+               torch.ops.aten._softmax_backward_data.default, torch.ops.aten._log_softmax_backward_data.default,
+               torch.ops.aten.embedding_dense_backward.default, torch.ops.aten.gelu_backward.default,
+               torch.ops.aten.silu_backward.default, torch.ops.aten.addmm.default, torch.ops.aten.mm.default,
+               torch.ops.aten.nll_loss_forward.default, torch.ops.aten.nll_loss_backward.default,
+               torch.ops.aten.embedding.default):
+        decomp.pop(op, None)
+    return decomp
+
+
+kiln_backend = aot_autograd(fw_compiler=_fw, bw_compiler=_bw, decompositions=_decompositions())

@@ -1,0 +1,743 @@
+"""Lowering of core-ATen FX graphs (what aot_autograd produces) to the kiln IR.
+
+`LOWERINGS` maps an aten OpOverload to a function ``(b, node, args, kwargs) -> value`` where
+``b`` is a `GraphBuilder` and a value is a kiln value id (int), a python number, None, or a
+tuple of those for multi-output ops. `supported(node)` says whether a node can be lowered; the
+backend splits graphs at nodes that cannot (they run eagerly on kiln) and names them in its log.
+"""
+import ctypes
+import math
+import operator
+
+import torch
+
+from . import _capi
+from ._capi import E, check, lib
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+DTYPES = {torch.float32: E["KILN_DTYPE_F32"], torch.float16: E["KILN_DTYPE_F16"],
+          torch.bfloat16: E["KILN_DTYPE_BF16"], torch.float64: E["KILN_DTYPE_F64"],
+          torch.int8: E["KILN_DTYPE_I8"], torch.int16: E["KILN_DTYPE_I16"], torch.int32: E["KILN_DTYPE_I32"],
+          torch.int64: E["KILN_DTYPE_I64"], torch.uint8: E["KILN_DTYPE_U8"], torch.bool: E["KILN_DTYPE_BOOL"]}
+
+
+class Unsupported(Exception):
+    """This node cannot be lowered (the graph is split here)."""
+
+
+def _i64s(xs):
+    xs = [int(x) for x in xs]
+    return (ctypes.c_int64 * max(len(xs), 1))(*xs), len(xs)
+
+
+def _meta(node):
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def static_val(v):
+    """True if `v` (a node's meta value) is a tensor (or tuple of) with kiln dtype, static shape."""
+    if isinstance(v, (tuple, list)):
+        return all(x is None or isinstance(x, (int, float, bool)) or static_val(x) for x in v)
+    if not isinstance(v, torch.Tensor):
+        return isinstance(v, (int, float, bool)) and not isinstance(v, torch.SymInt)
+    if v.dtype not in DTYPES or v.dim() > 8 or v.layout != torch.strided:
+        return False
+    return all(isinstance(s, int) for s in v.shape)
+
+
+class GraphBuilder:
+    """Owns one kiln_graph_t while an FX graph is lowered into it."""
+
+    def __init__(self):
+        self.g = ctypes.c_void_p()
+        check(lib.kiln_graph_create(ctypes.byref(self.g)), "kiln_graph_create")
+
+    def close(self):
+        if self.g:
+            lib.kiln_graph_destroy(self.g)
+            self.g = ctypes.c_void_p()
+
+    def _vid(self, fn, *args):
+        out = ctypes.c_int(-1)
+        check(fn(self.g, *args, ctypes.byref(out)), fn.__name__)
+        return out.value
+
+    # -- leaves
+    def input(self, dtype, shape):
+        arr, n = _i64s(shape)
+        return self._vid(lib.kiln_graph_input, DTYPES[dtype], n, arr)
+
+    def constant(self, t):
+        t = t.detach().contiguous().cpu()
+        arr, n = _i64s(t.shape)
+        return self._vid(lib.kiln_graph_constant, DTYPES[t.dtype], n, arr, ctypes.c_void_p(t.data_ptr()))
+
+    def scalar(self, v, dtype=None):
+        """A wrapped-number scalar (torch's python-scalar promotion rules)."""
+        if dtype is None:
+            dtype = torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) else torch.float64
+        if dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8) and isinstance(v, int):
+            return self._vid(lib.kiln_graph_scalar_i64, int(v), DTYPES[dtype])
+        return self._vid(lib.kiln_graph_scalar, float(v), DTYPES[dtype])
+
+    def info(self, vid):
+        dt, nd = ctypes.c_int(), ctypes.c_int()
+        shape = (ctypes.c_int64 * 8)()
+        check(lib.kiln_graph_value_info(self.g, vid, ctypes.byref(dt), ctypes.byref(nd), shape), "value_info")
+        return dt.value, list(shape[: nd.value])
+
+    def tensor(self, v):
+        """A value id for an operand that may be a python number (a wrapped-number scalar)."""
+        if isinstance(v, _VID):
+            return int(v)
+        if isinstance(v, (bool, int, float)):
+            return self.scalar(v)
+        raise Unsupported(f"operand {v!r}")
+
+    # -- ops
+    def unary(self, op, x, out_dtype):
+        return _VID(self._vid(lib.kiln_graph_unary, E[op], x, DTYPES[out_dtype]))
+
+    def unary_ex(self, op, x, out_dtype, alpha=0.0, scale=1.0, input_scale=1.0, threshold=20.0, lo=None, hi=None):
+        return _VID(self._vid(lib.kiln_graph_unary_ex, E[op], x, alpha, scale, input_scale, threshold,
+                              0.0 if lo is None else float(lo), 0.0 if hi is None else float(hi),
+                              int(lo is not None), int(hi is not None), DTYPES[out_dtype]))
+
+    def binary(self, op, a, b, out_dtype, alpha=1.0):
+        return _VID(self._vid(lib.kiln_graph_binary, E[op], self.tensor(a), self.tensor(b), float(alpha),
+                              DTYPES[out_dtype]))
+
+    def ternary(self, op, a, b, c, out_dtype, scalar=0.0):
+        return _VID(self._vid(lib.kiln_graph_ternary, E[op], a, b, c, float(scalar), DTYPES[out_dtype]))
+
+
+class _VID(int):
+    """A kiln value id (distinguishes graph values from python int operands)."""
+
+
+def V(x):
+    return x if isinstance(x, _VID) else None
+
+
+def out_dtype(node):
+    return _meta(node).dtype
+
+
+def wrap_dims(dims, rank):
+    if dims is None:
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return [d % rank if rank else 0 for d in dims]
+
+
+def dim_mask(dims, rank):
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return 0 if rank == 0 else (1 << rank) - 1
+    m = 0
+    for d in wrap_dims(dims, rank):
+        m |= 1 << d
+    return m
+
+
+LOWERINGS = {}
+
+
+def lowers(*ops):
+    def deco(fn):
+        for op in ops:
+            LOWERINGS[op] = fn
+        return fn
+    return deco
+
+
+# ---- pointwise ---------------------------------------------------------------------------
+
+_UNARY = {
+    aten.neg.default: "KILN_UNARY_NEG", aten.abs.default: "KILN_UNARY_ABS", aten.exp.default: "KILN_UNARY_EXP",
+    aten.expm1.default: "KILN_UNARY_EXPM1", aten.log.default: "KILN_UNARY_LOG",
+    aten.log1p.default: "KILN_UNARY_LOG1P", aten.log2.default: "KILN_UNARY_LOG2",
+    aten.sqrt.default: "KILN_UNARY_SQRT", aten.rsqrt.default: "KILN_UNARY_RSQRT",
+    aten.reciprocal.default: "KILN_UNARY_RECIPROCAL", aten.sin.default: "KILN_UNARY_SIN",
+    aten.cos.default: "KILN_UNARY_COS", aten.tan.default: "KILN_UNARY_TAN", aten.tanh.default: "KILN_UNARY_TANH",
+    aten.sigmoid.default: "KILN_UNARY_SIGMOID", aten.relu.default: "KILN_UNARY_RELU",
+    aten.silu.default: "KILN_UNARY_SILU", aten.erf.default: "KILN_UNARY_ERF",
+    aten.floor.default: "KILN_UNARY_FLOOR", aten.ceil.default: "KILN_UNARY_CEIL",
+    aten.round.default: "KILN_UNARY_ROUND", aten.trunc.default: "KILN_UNARY_TRUNC",
+    aten.sign.default: "KILN_UNARY_SIGN", aten.logical_not.default: "KILN_UNARY_LOGICAL_NOT",
+    aten.bitwise_not.default: "KILN_UNARY_BITWISE_NOT", aten.isnan.default: "KILN_UNARY_ISNAN",
+    aten.isinf.default: "KILN_UNARY_ISINF", aten.asin.default: "KILN_UNARY_ASIN",
+    aten.acos.default: "KILN_UNARY_ACOS", aten.atan.default: "KILN_UNARY_ATAN",
+    aten.sinh.default: "KILN_UNARY_SINH", aten.cosh.default: "KILN_UNARY_COSH",
+    aten.erfc.default: "KILN_UNARY_ERFC",
+}
+
+
+def _unary(b, node, args, kwargs):
+    return b.unary(_UNARY[node.target], V(args[0]), out_dtype(node))
+
+
+for _op in _UNARY:
+    LOWERINGS[_op] = _unary
+
+
+@lowers(aten.gelu.default)
+def _gelu(b, node, args, kwargs):
+    approx = kwargs.get("approximate", args[1] if len(args) > 1 else "none")
+    return b.unary("KILN_UNARY_GELU_TANH" if approx == "tanh" else "KILN_UNARY_GELU", V(args[0]), out_dtype(node))
+
+
+@lowers(aten.leaky_relu.default)
+def _leaky(b, node, args, kwargs):
+    slope = args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)
+    return b.unary_ex("KILN_UNARY_LEAKY_RELU", V(args[0]), out_dtype(node), alpha=float(slope))
+
+
+@lowers(aten.clamp.default)
+def _clamp(b, node, args, kwargs):
+    lo = args[1] if len(args) > 1 else kwargs.get("min")
+    hi = args[2] if len(args) > 2 else kwargs.get("max")
+    return b.unary_ex("KILN_UNARY_CLAMP", V(args[0]), out_dtype(node), lo=lo, hi=hi)
+
+
+@lowers(aten.clamp_min.default)
+def _clamp_min(b, node, args, kwargs):
+    return b.unary_ex("KILN_UNARY_CLAMP", V(args[0]), out_dtype(node), lo=args[1])
+
+
+@lowers(aten.clamp_max.default)
+def _clamp_max(b, node, args, kwargs):
+    return b.unary_ex("KILN_UNARY_CLAMP", V(args[0]), out_dtype(node), hi=args[1])
+
+
+@lowers(aten.pow.Tensor_Scalar)
+def _pow_scalar(b, node, args, kwargs):
+    e = args[1]
+    if not isinstance(args[0], _VID):
+        raise Unsupported("pow of a python number")
+    if not out_dtype(node).is_floating_point and (not isinstance(e, int) or e < 0):
+        raise Unsupported("integer pow with a negative/float exponent")
+    return b.unary_ex("KILN_UNARY_POW_SCALAR", V(args[0]), out_dtype(node), alpha=float(e))
+
+
+@lowers(aten.pow.Scalar)
+def _pow_base_scalar(b, node, args, kwargs):
+    return b.binary("KILN_BINARY_POW", args[0], args[1], out_dtype(node))
+
+
+_BINARY = {
+    aten.add.Tensor: "KILN_BINARY_ADD", aten.add.Scalar: "KILN_BINARY_ADD",
+    aten.sub.Tensor: "KILN_BINARY_SUB", aten.sub.Scalar: "KILN_BINARY_SUB",
+    aten.mul.Tensor: "KILN_BINARY_MUL", aten.mul.Scalar: "KILN_BINARY_MUL",
+    aten.div.Tensor: "KILN_BINARY_DIV", aten.div.Scalar: "KILN_BINARY_DIV",
+    aten.pow.Tensor_Tensor: "KILN_BINARY_POW", aten.maximum.default: "KILN_BINARY_MAXIMUM",
+    aten.minimum.default: "KILN_BINARY_MINIMUM", aten.atan2.default: "KILN_BINARY_ATAN2",
+    aten.remainder.Tensor: "KILN_BINARY_REMAINDER", aten.remainder.Scalar: "KILN_BINARY_REMAINDER",
+    aten.fmod.Tensor: "KILN_BINARY_FMOD", aten.fmod.Scalar: "KILN_BINARY_FMOD",
+    aten.floor_divide.default: "KILN_BINARY_DIV_FLOOR",
+    aten.eq.Tensor: "KILN_BINARY_EQ", aten.eq.Scalar: "KILN_BINARY_EQ",
+    aten.ne.Tensor: "KILN_BINARY_NE", aten.ne.Scalar: "KILN_BINARY_NE",
+    aten.lt.Tensor: "KILN_BINARY_LT", aten.lt.Scalar: "KILN_BINARY_LT",
+    aten.le.Tensor: "KILN_BINARY_LE", aten.le.Scalar: "KILN_BINARY_LE",
+    aten.gt.Tensor: "KILN_BINARY_GT", aten.gt.Scalar: "KILN_BINARY_GT",
+    aten.ge.Tensor: "KILN_BINARY_GE", aten.ge.Scalar: "KILN_BINARY_GE",
+    aten.logical_and.default: "KILN_BINARY_LOGICAL_AND", aten.logical_or.default: "KILN_BINARY_LOGICAL_OR",
+    aten.logical_xor.default: "KILN_BINARY_LOGICAL_XOR",
+    aten.bitwise_and.Tensor: "KILN_BINARY_BITWISE_AND", aten.bitwise_or.Tensor: "KILN_BINARY_BITWISE_OR",
+    aten.bitwise_xor.Tensor: "KILN_BINARY_BITWISE_XOR",
+    aten.sigmoid_backward.default: "KILN_BINARY_SIGMOID_BACKWARD",
+    aten.tanh_backward.default: "KILN_BINARY_TANH_BACKWARD",
+    aten.silu_backward.default: "KILN_BINARY_SILU_BACKWARD",
+}
+
+
+def _binary(b, node, args, kwargs):
+    alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+    return b.binary(_BINARY[node.target], args[0], args[1], out_dtype(node), alpha=alpha)
+
+
+for _op in _BINARY:
+    LOWERINGS[_op] = _binary
+
+
+@lowers(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(b, node, args, kwargs):
+    mode = kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
+    op = {None: "KILN_BINARY_DIV", "trunc": "KILN_BINARY_DIV_TRUNC", "floor": "KILN_BINARY_DIV_FLOOR"}[mode]
+    return b.binary(op, args[0], args[1], out_dtype(node))
+
+
+@lowers(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(b, node, args, kwargs):
+    alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+    return b.binary("KILN_BINARY_SUB", args[1], args[0], out_dtype(node), alpha=alpha)
+
+
+@lowers(aten.threshold_backward.default)
+def _threshold_backward(b, node, args, kwargs):
+    return b.binary("KILN_BINARY_THRESHOLD_BACKWARD", args[0], args[1], out_dtype(node), alpha=float(args[2]))
+
+
+@lowers(aten.gelu_backward.default)
+def _gelu_backward(b, node, args, kwargs):
+    approx = kwargs.get("approximate", args[2] if len(args) > 2 else "none")
+    op = "KILN_BINARY_GELU_TANH_BACKWARD" if approx == "tanh" else "KILN_BINARY_GELU_BACKWARD"
+    return b.binary(op, args[0], args[1], out_dtype(node))
+
+
+@lowers(aten.where.self)
+def _where(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_where, b.tensor(args[0]), b.tensor(args[1]), b.tensor(args[2])))
+
+
+@lowers(aten.addcmul.default, aten.addcdiv.default)
+def _addc(b, node, args, kwargs):
+    value = kwargs.get("value", args[3] if len(args) > 3 else 1)
+    op = "KILN_TERNARY_ADDCMUL" if node.target is aten.addcmul.default else "KILN_TERNARY_ADDCDIV"
+    return b.ternary(op, b.tensor(args[0]), b.tensor(args[1]), b.tensor(args[2]), out_dtype(node), scalar=value)
+
+
+@lowers(aten.lerp.Scalar, aten.lerp.Tensor)
+def _lerp(b, node, args, kwargs):
+    return b.ternary("KILN_TERNARY_LERP", b.tensor(args[0]), b.tensor(args[1]), b.tensor(args[2]), out_dtype(node))
+
+
+@lowers(aten._to_copy.default, prims.convert_element_type.default)
+def _cast(b, node, args, kwargs):
+    # kiln memory is host-visible, so a cpu <-> kiln copy is an ordinary copy inside the program.
+    dst = _meta(node)
+    vid = b._vid(lib.kiln_graph_cast, V(args[0]), DTYPES[dst.dtype])
+    if vid == int(args[0]):
+        vid = b._vid(lib.kiln_graph_contiguous, vid)
+    return _VID(vid)
+
+
+@lowers(aten.clone.default)
+def _clone(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_contiguous, V(args[0])))
+
+
+@lowers(aten.copy.default)
+def _copy(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_copy, V(args[0]), b.tensor(args[1])))
+
+
+@lowers(aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default)
+def _identity(b, node, args, kwargs):
+    return args[0]
+
+
+# ---- factories ---------------------------------------------------------------------------
+
+@lowers(aten.full.default, aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
+        aten.zeros.default, aten.ones.default, aten.empty_like.default, aten.empty.memory_format,
+        aten.scalar_tensor.default, aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
+        aten.empty_permuted.default, aten.empty_strided.default)
+def _full(b, node, args, kwargs):
+    t = node.target
+    m = _meta(node)
+    if t in (aten.full.default, aten.full_like.default):
+        value = args[1]
+    elif t is aten.new_full.default:
+        value = args[2]
+    elif t is aten.scalar_tensor.default:
+        value = args[0]
+    elif t in (aten.ones_like.default, aten.ones.default, aten.new_ones.default):
+        value = 1
+    else:
+        value = 0
+    arr, n = _i64s(m.shape)
+    return _VID(b._vid(lib.kiln_graph_full, DTYPES[m.dtype], n, arr, float(value)))
+
+
+# ---- reductions --------------------------------------------------------------------------
+
+def _reduce(b, op, x, dims, keepdim, dtype, param=0.0):
+    _, shape = b.info(x)
+    return _VID(b._vid(lib.kiln_graph_reduce, E[op], x, dim_mask(dims, len(shape)), int(bool(keepdim)),
+                       float(param), DTYPES[dtype]))
+
+
+@lowers(aten.sum.dim_IntList, aten.sum.default)
+def _sum(b, node, args, kwargs):
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    return _reduce(b, "KILN_REDUCE_SUM", V(args[0]), dims, keep, out_dtype(node))
+
+
+@lowers(aten.mean.dim, aten.mean.default)
+def _mean(b, node, args, kwargs):
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    return _reduce(b, "KILN_REDUCE_MEAN", V(args[0]), dims, keep, out_dtype(node))
+
+
+@lowers(aten.amax.default, aten.amin.default)
+def _amax(b, node, args, kwargs):
+    dims = args[1] if len(args) > 1 else kwargs.get("dim", [])
+    keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    op = "KILN_REDUCE_AMAX" if node.target is aten.amax.default else "KILN_REDUCE_AMIN"
+    return _reduce(b, op, V(args[0]), dims, keep, out_dtype(node))
+
+
+@lowers(aten.prod.dim_int)
+def _prod(b, node, args, kwargs):
+    keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    return _reduce(b, "KILN_REDUCE_PROD", V(args[0]), [args[1]], keep, out_dtype(node))
+
+
+@lowers(aten.var.correction)
+def _var(b, node, args, kwargs):
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    corr = kwargs.get("correction", 1)
+    corr = 1 if corr is None else corr
+    return _reduce(b, "KILN_REDUCE_VAR", V(args[0]), dims, kwargs.get("keepdim", False), out_dtype(node), corr)
+
+
+@lowers(aten.any.dim, aten.any.dims, aten.any.default, aten.all.dim, aten.all.dims, aten.all.default)
+def _anyall(b, node, args, kwargs):
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    op = "KILN_REDUCE_ANY" if node.target.overloadpacket is aten.any else "KILN_REDUCE_ALL"
+    return _reduce(b, op, V(args[0]), dims, keep, torch.bool)
+
+
+@lowers(aten.argmax.default, aten.argmin.default)
+def _argmax(b, node, args, kwargs):
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    op = E["KILN_REDUCE_INDEX_MAX"] if node.target is aten.argmax.default else E["KILN_REDUCE_INDEX_MIN"]
+    idx = ctypes.c_int(-1)
+    d = -2147483648 if dim is None else int(dim)
+    check(lib.kiln_graph_reduce_index(b.g, op, V(args[0]), d, int(bool(keep)), None, ctypes.byref(idx)), "argmax")
+    return _VID(idx.value)
+
+
+@lowers(aten.max.dim, aten.min.dim)
+def _maxdim(b, node, args, kwargs):
+    keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    op = E["KILN_REDUCE_INDEX_MAX"] if node.target is aten.max.dim else E["KILN_REDUCE_INDEX_MIN"]
+    val, idx = ctypes.c_int(-1), ctypes.c_int(-1)
+    check(lib.kiln_graph_reduce_index(b.g, op, V(args[0]), int(args[1]), int(bool(keep)), ctypes.byref(val),
+                                      ctypes.byref(idx)), "max.dim")
+    return (_VID(val.value), _VID(idx.value))
+
+
+@lowers(aten.cumsum.default)
+def _cumsum(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_scan, 0, V(args[0]), int(args[1]), DTYPES[out_dtype(node)]))
+
+
+# ---- linear algebra ----------------------------------------------------------------------
+
+@lowers(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def _mm(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_matmul, V(args[0]), V(args[1])))
+
+
+@lowers(aten.addmm.default, aten.baddbmm.default)
+def _addmm(b, node, args, kwargs):
+    beta = kwargs.get("beta", 1)
+    alpha = kwargs.get("alpha", 1)
+    return _VID(b._vid(lib.kiln_graph_addmm, V(args[0]), V(args[1]), V(args[2]), float(beta), float(alpha)))
+
+
+# ---- views -------------------------------------------------------------------------------
+
+@lowers(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.squeeze.dim, aten.squeeze.dims,
+        aten.squeeze.default, aten.unsqueeze.default, aten.flatten.using_ints)
+def _reshape(b, node, args, kwargs):
+    arr, n = _i64s(_meta(node).shape)
+    return _VID(b._vid(lib.kiln_graph_reshape, V(args[0]), n, arr))
+
+
+@lowers(aten.permute.default)
+def _permute(b, node, args, kwargs):
+    perm = [int(d) for d in args[1]]
+    return _VID(b._vid(lib.kiln_graph_permute, V(args[0]), (ctypes.c_int * max(len(perm), 1))(*perm)))
+
+
+@lowers(aten.t.default, aten.transpose.int)
+def _transpose(b, node, args, kwargs):
+    _, shape = b.info(V(args[0]))
+    r = len(shape)
+    perm = list(range(r))
+    if r >= 2:
+        d0, d1 = (args[1] % r, args[2] % r) if node.target is aten.transpose.int else (0, 1)
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    return _VID(b._vid(lib.kiln_graph_permute, V(args[0]), (ctypes.c_int * max(r, 1))(*perm)))
+
+
+@lowers(aten.expand.default)
+def _expand(b, node, args, kwargs):
+    arr, n = _i64s(_meta(node).shape)
+    return _VID(b._vid(lib.kiln_graph_expand, V(args[0]), n, arr))
+
+
+@lowers(aten.slice.Tensor)
+def _slice(b, node, args, kwargs):
+    dim = args[1] if len(args) > 1 else 0
+    start = args[2] if len(args) > 2 and args[2] is not None else 0
+    end = args[3] if len(args) > 3 and args[3] is not None else 2 ** 62
+    step = args[4] if len(args) > 4 else 1
+    return _VID(b._vid(lib.kiln_graph_slice, V(args[0]), int(dim), int(start), int(min(end, 2 ** 62)), int(step)))
+
+
+@lowers(aten.slice_scatter.default)
+def _slice_scatter(b, node, args, kwargs):
+    """input with input[dim][start:end:step] = src, as views + cat (step 1) or a one-hot where."""
+    x, src = V(args[0]), V(args[1])
+    _, shape = b.info(x)
+    r = len(shape)
+    dim = (args[2] if len(args) > 2 else kwargs.get("dim", 0)) % r
+    D = shape[dim]
+    start = args[3] if len(args) > 3 and args[3] is not None else kwargs.get("start") or 0
+    end = args[4] if len(args) > 4 and args[4] is not None else kwargs.get("end")
+    step = args[5] if len(args) > 5 else kwargs.get("step", 1)
+    start = max(0, min(D, start + D if start < 0 else start))
+    end = D if end is None else max(0, min(D, end + D if end < 0 else end))
+    n_sel = max(0, (end - start + step - 1) // step)
+    if step == 1:
+        parts = []
+        if start > 0:
+            parts.append(b._vid(lib.kiln_graph_slice, x, dim, 0, start, 1))
+        parts.append(src)
+        if end < D:
+            parts.append(b._vid(lib.kiln_graph_slice, x, dim, end, D, 1))
+        if len(parts) == 1:
+            return _VID(b._vid(lib.kiln_graph_cast, src, DTYPES[out_dtype(node)]))
+        return _VID(b._vid(lib.kiln_graph_cat, len(parts), (ctypes.c_int * len(parts))(*parts), dim))
+    _, sshape = b.info(src)
+    if D % step or start >= step or n_sel != D // step or sshape[dim] != n_sel:
+        raise Unsupported("slice_scatter with a partial strided window")
+    inner = shape[:dim] + [D // step, step] + shape[dim + 1:]
+    sinner = shape[:dim] + [D // step, 1] + shape[dim + 1:]
+    xa, xn = _i64s(inner)
+    sa, sn = _i64s(sinner)
+    xv = b._vid(lib.kiln_graph_reshape, x, xn, xa)
+    sv = b._vid(lib.kiln_graph_reshape, src, sn, sa)
+    onehot = torch.zeros([step] + [1] * (r - dim - 1), dtype=torch.bool)
+    onehot.view(-1)[start] = True
+    mask = b.constant(onehot)
+    w = b._vid(lib.kiln_graph_where, mask, sv, xv)
+    oa, on = _i64s(shape)
+    return _VID(b._vid(lib.kiln_graph_reshape, w, on, oa))
+
+
+@lowers(aten.select.int)
+def _select(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_select, V(args[0]), int(args[1]), int(args[2])))
+
+
+@lowers(aten.cat.default)
+def _cat(b, node, args, kwargs):
+    ids = [V(x) for x in args[0]]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    return _VID(b._vid(lib.kiln_graph_cat, len(ids), (ctypes.c_int * len(ids))(*ids), int(dim)))
+
+
+# ---- nn ----------------------------------------------------------------------------------
+
+@lowers(aten._softmax.default, aten._log_softmax.default)
+def _softmax(b, node, args, kwargs):
+    log = int(node.target is aten._log_softmax.default)
+    return _VID(b._vid(lib.kiln_graph_softmax, V(args[0]), int(args[1]), log, DTYPES[out_dtype(node)]))
+
+
+@lowers(aten._softmax_backward_data.default, aten._log_softmax_backward_data.default)
+def _softmax_bwd(b, node, args, kwargs):
+    log = int(node.target is aten._log_softmax_backward_data.default)
+    return _VID(b._vid(lib.kiln_graph_softmax_backward, V(args[0]), V(args[1]), int(args[2]), log,
+                       DTYPES[out_dtype(node)]))
+
+
+def _opt(v):
+    return -1 if v is None else V(v)
+
+
+@lowers(aten.native_layer_norm.default)
+def _layer_norm(b, node, args, kwargs):
+    out, mean, rstd = ctypes.c_int(-1), ctypes.c_int(-1), ctypes.c_int(-1)
+    check(lib.kiln_graph_layer_norm(b.g, V(args[0]), _opt(args[2]), _opt(args[3]), len(args[1]), float(args[4]),
+                                    ctypes.byref(out), ctypes.byref(mean), ctypes.byref(rstd)), "layer_norm")
+    return (_VID(out.value), _VID(mean.value), _VID(rstd.value))
+
+
+@lowers(aten.native_layer_norm_backward.default)
+def _layer_norm_bwd(b, node, args, kwargs):
+    gx, gw, gb = ctypes.c_int(-1), ctypes.c_int(-1), ctypes.c_int(-1)
+    mask = args[7]
+    m = int(mask[0]) | (int(mask[1]) << 1) | (int(mask[2]) << 2)
+    check(lib.kiln_graph_layer_norm_backward(b.g, V(args[0]), V(args[1]), V(args[3]), V(args[4]), _opt(args[5]),
+                                             len(args[2]), m, ctypes.byref(gx), ctypes.byref(gw), ctypes.byref(gb)),
+          "layer_norm_backward")
+    return tuple(_VID(v.value) if v.value >= 0 else None for v in (gx, gw, gb))
+
+
+@lowers(aten.embedding.default)
+def _embedding(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_embedding, V(args[0]), V(args[1])))
+
+
+@lowers(aten.embedding_dense_backward.default)
+def _embedding_bwd(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_embedding_backward, V(args[0]), V(args[1]), int(args[2]), int(args[3]),
+                       int(bool(args[4]))))
+
+
+@lowers(aten.nll_loss_forward.default)
+def _nll(b, node, args, kwargs):
+    out, tw = ctypes.c_int(-1), ctypes.c_int(-1)
+    check(lib.kiln_graph_nll_loss(b.g, V(args[0]), V(args[1]), _opt(args[2]), int(args[3]), int(args[4]),
+                                  ctypes.byref(out), ctypes.byref(tw)), "nll_loss")
+    return (_VID(out.value), _VID(tw.value))
+
+
+@lowers(aten.nll_loss_backward.default)
+def _nll_bwd(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_nll_loss_backward, V(args[0]), V(args[1]), V(args[2]), _opt(args[3]),
+                       int(args[4]), int(args[5]), V(args[6])))
+
+
+def _sdpa_scale(kwargs):
+    s = kwargs.get("scale")
+    return math.nan if s is None else float(s)
+
+
+@lowers(aten._scaled_dot_product_fused_attention_overrideable.default)
+def _sdpa(b, node, args, kwargs):
+    if (args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)) != 0.0:
+        raise Unsupported("attention dropout")
+    mask = args[3] if len(args) > 3 else kwargs.get("attn_bias")
+    causal = args[5] if len(args) > 5 else kwargs.get("is_causal", False)
+    out, lse = ctypes.c_int(-1), ctypes.c_int(-1)
+    check(lib.kiln_graph_sdpa(b.g, V(args[0]), V(args[1]), V(args[2]), _opt(mask), int(bool(causal)),
+                              _sdpa_scale(kwargs), ctypes.byref(out), ctypes.byref(lse)), "sdpa")
+    # (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed, philox_offset, debug)
+    return (_VID(out.value), _VID(lse.value), None, None, None, None, None, None, None)
+
+
+@lowers(aten._scaled_dot_product_fused_attention_overrideable_backward.default)
+def _sdpa_bwd(b, node, args, kwargs):
+    if args[12] != 0.0:
+        raise Unsupported("attention dropout")
+    gq, gk, gv = ctypes.c_int(-1), ctypes.c_int(-1), ctypes.c_int(-1)
+    mask = args[4]
+    check(lib.kiln_graph_sdpa_backward(b.g, V(args[0]), V(args[1]), V(args[2]), V(args[3]), V(args[6]), V(args[7]),
+                                       _opt(mask), int(bool(args[13])), _sdpa_scale(kwargs), ctypes.byref(gq),
+                                       ctypes.byref(gk), ctypes.byref(gv)), "sdpa_backward")
+    return (_VID(gq.value), _VID(gk.value), _VID(gv.value), None)
+
+
+# ---- support query -----------------------------------------------------------------------
+
+_MULTI_OUTPUT_OPS = {aten.native_layer_norm.default, aten.native_layer_norm_backward.default,
+                     aten.nll_loss_forward.default, aten.max.dim, aten.min.dim,
+                     aten._scaled_dot_product_fused_attention_overrideable.default,
+                     aten._scaled_dot_product_fused_attention_overrideable_backward.default}
+
+
+def unsupported_reason(node):
+    """None if `node` can be lowered, else a short reason."""
+    if node.op != "call_function":
+        return None
+    if node.target is operator.getitem:
+        src = node.args[0]
+        if isinstance(src, torch.fx.Node) and src.target in _MULTI_OUTPUT_OPS:
+            v = _meta(node)
+            if v is None or isinstance(v, torch.Tensor) and static_val(v):
+                return None
+        return "getitem"
+    if node.target not in LOWERINGS:
+        if foldable_factory(node):
+            return None
+        return f"no kiln lowering for {node.target}"
+    v = _meta(node)
+    if v is None or not static_val(v):
+        return f"{node.target}: dynamic shape or dtype kiln lacks"
+    for a in node.all_input_nodes:
+        av = _meta(a)
+        if av is not None and not static_val(av):
+            return f"{node.target}: input with dynamic shape or dtype kiln lacks"
+    if node.target in (aten._to_copy.default,):
+        devs = {_meta(node.args[0]).device.type, _meta(node).device.type}
+        if not devs <= {"cpu", "kiln"}:
+            return f"copy between devices {devs}"
+    return None
+
+
+def foldable_factory(node):
+    """A deterministic op without tensor inputs (arange, linspace, ...) whose result is a constant."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    if node.all_input_nodes or node.target in LOWERINGS:
+        return False
+    if torch.Tag.nondeterministic_seeded in node.target.tags:
+        return False
+    v = _meta(node)
+    return isinstance(v, torch.Tensor) and static_val(v) and v.numel() <= (1 << 20)
+
+
+def lower_graph(gm):
+    """Lowers gm outside any fake-tensor mode (constants are built for real); see _lower_graph."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return _lower_graph(gm)
+
+
+def _lower_graph(gm):
+    """Lowers every node of `gm` (all supported) into a new kiln graph.
+
+    Returns (builder, input_meta, output_meta, single) where output_meta lists, per FX output,
+    ('value', vid, meta) or ('const', python value); single is True when the graph returns one
+    value rather than a tuple."""
+    b = GraphBuilder()
+    env = {}
+    inputs = []
+    try:
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                v = _meta(node)
+                if isinstance(v, torch.Tensor):
+                    env[node] = _VID(b.input(v.dtype, v.shape))
+                    inputs.append(v)
+                else:
+                    raise Unsupported(f"non-tensor graph input {node.name}")
+            elif node.op == "get_attr":
+                t = getattr(gm, node.target)
+                env[node] = _VID(b.constant(t))
+            elif node.op == "call_function":
+                args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+                if node.target is operator.getitem:
+                    env[node] = args[0][args[1]]
+                    continue
+                reason = unsupported_reason(node)
+                if reason:
+                    raise Unsupported(reason)
+                if node.target not in LOWERINGS:  # a constant factory: evaluate it now
+                    kw = dict(kwargs)
+                    kw["device"] = "cpu"
+                    env[node] = _VID(b.constant(node.target(*args, **kw)))
+                    continue
+                env[node] = LOWERINGS[node.target](b, node, args, kwargs)
+            elif node.op == "output":
+                outs = []
+                res = node.args[0]
+                single = not isinstance(res, (tuple, list))
+                for o in ([res] if single else res):
+                    val = env[o] if isinstance(o, torch.fx.Node) else o
+                    if isinstance(val, _VID):
+                        check(lib.kiln_graph_output(b.g, val), "output")
+                        outs.append(("value", int(val), _meta(o)))
+                    else:
+                        outs.append(("const", val))
+                return b, inputs, outs, single
+            else:
+                raise Unsupported(f"fx node kind {node.op}")
+    except Exception:
+        b.close()
+        raise
+    raise Unsupported("graph without output")
