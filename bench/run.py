@@ -138,6 +138,7 @@ def main():
     with open(out, "w") as f:
         json.dump({"threads": THREADS, "torch": torch.__version__, "peak_gflops": peak_gflops(), "rows": rows}, f, indent=1)
     print(f"wrote {out}")
+    sys.path.insert(0, HERE); import compile_bench; compile_bench.main()  # noqa: E702,E401 compiled-mode rows
 
 
 if __name__ == "__main__":

@@ -710,6 +710,7 @@ static kiln_status_t build_program(kiln_exec_t* e, const uses_t* U, groups_t* G,
       if (r < 0) r = n_regs++;
       gr->reg_dtype[r] = ov->dtype;
       in->dst.idx = r;
+      in->dst.dtype = ov->dtype;
     }
   }
   gr->n_instr = nm;

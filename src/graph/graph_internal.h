@@ -174,6 +174,7 @@ enum { GX_OPD_NONE = 0, GX_OPD_REG, GX_OPD_IN, GX_OPD_OUT };
 
 typedef struct gx_opd {
   int kind, idx;
+  int dtype; /* REG: the dtype of the value held (registers are reused across dtypes) */
 } gx_opd;
 
 typedef struct gx_instr {
@@ -190,7 +191,7 @@ typedef struct gx_group {
   int n_instr;
   gx_instr* instr;
   int n_regs;
-  int* reg_dtype;
+  int* reg_dtype; /* dtype of each register's last value (compile-time bookkeeping only) */
   int n_in, n_out;
   int* in_vids;  /* external inputs */
   int* out_vids; /* values written over the whole iteration space, then red_out_vid */

@@ -92,7 +92,7 @@ static void strided(kiln_tensor_t* d, const kiln_tensor_t* base, const gx_group*
 static void operand(kiln_tensor_t* d, const kiln_exec_t* e, const gx_group* gr, const tile_t* t,
                     gx_opd o) {
   if (o.kind == GX_OPD_REG) {
-    d->dtype = (kiln_dtype_t)gr->reg_dtype[o.idx];
+    d->dtype = (kiln_dtype_t)o.dtype;
     d->ndim = t->r;
     d->data = t->regs + (int64_t)o.idx * t->slot;
     int64_t s = 1;

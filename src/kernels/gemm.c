@@ -51,22 +51,29 @@ static int use_avx2(void) {
 }
 
 /* ---- scratch: a mutex-guarded free list of aligned blocks, reused across calls. Blocks are
- * always either in use or on the list (reachable), so nothing leaks; sizes are bounded by the
- * blocking constants, not the problem. ------------------------------------------------------- */
+ * always either in use or on the list (reachable), so nothing leaks. Packing needs are bounded
+ * by the blocking constants (a few MB); blocks above SCRATCH_KEEP are freed on release. ------ */
 
-typedef struct gemm_scratch {
-  struct gemm_scratch* next;
-  size_t cap;
-  float* buf;
-} gemm_scratch_t;
+#define SCRATCH_KEEP ((size_t)16 << 20)
 
 static pthread_mutex_t g_scratch_mu = PTHREAD_MUTEX_INITIALIZER;
 static gemm_scratch_t* g_scratch_free;
 
-static gemm_scratch_t* scratch_acquire(size_t bytes) {
+/* A block of at least `bytes` (64-byte aligned) from the free list, grown if needed. */
+gemm_scratch_t* kiln_gemm_scratch_acquire(size_t bytes) {
   pthread_mutex_lock(&g_scratch_mu);
-  gemm_scratch_t* s = g_scratch_free;
-  if (s != NULL) g_scratch_free = s->next;
+  /* The smallest listed block that fits, else the largest one (it is grown). */
+  gemm_scratch_t **best = NULL, **big = NULL;
+  for (gemm_scratch_t** p = &g_scratch_free; *p != NULL; p = &(*p)->next) {
+    if ((*p)->cap >= bytes && (best == NULL || (*p)->cap < (*best)->cap)) best = p;
+    if (big == NULL || (*p)->cap > (*big)->cap) big = p;
+  }
+  if (best == NULL) best = big;
+  gemm_scratch_t* s = NULL;
+  if (best != NULL) {
+    s = *best;
+    *best = s->next;
+  }
   pthread_mutex_unlock(&g_scratch_mu);
   if (s == NULL) {
     s = kiln_allocator_alloc(NULL, sizeof(*s), _Alignof(gemm_scratch_t));
@@ -87,8 +94,14 @@ static gemm_scratch_t* scratch_acquire(size_t bytes) {
   return s;
 }
 
-static void scratch_release(gemm_scratch_t* s) {
+/* Returns a block to the free list (NULL is a no-op); oversized blocks are freed. */
+void kiln_gemm_scratch_release(gemm_scratch_t* s) {
   if (s == NULL) return;
+  if (s->cap > SCRATCH_KEEP) {
+    kiln_allocator_free(NULL, s->buf);
+    kiln_allocator_free(NULL, s);
+    return;
+  }
   pthread_mutex_lock(&g_scratch_mu);
   s->next = g_scratch_free;
   g_scratch_free = s;
@@ -177,7 +190,7 @@ static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
   if (tid >= 0 && tid < g->nthreads) {
     ap = g->apack + (int64_t)tid * g->a_stride;
   } else { /* an id beyond the pool we sized for (nested in a foreign job): a private block */
-    own = scratch_acquire(sizeof(float) * (size_t)g->a_stride);
+    own = kiln_gemm_scratch_acquire(sizeof(float) * (size_t)g->a_stride);
     if (own == NULL) {
       atomic_store(&g->failed, 1);
       return;
@@ -194,7 +207,7 @@ static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
       for (int64_t i = 0; i < pr->m; i += MC) block_kernel(g, ap, i, min64(MC, pr->m - i), s0, s1, s0);
     }
   }
-  scratch_release(own);
+  kiln_gemm_scratch_release(own);
 }
 
 /* C = beta*C (beta == 0 writes zeros), then the epilogue: the k == 0 / alpha == 0 cases. */
@@ -308,7 +321,7 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
   const int64_t nflags = ceil_div(nslv_max, g.grp);
   const int64_t floats = kc_max * nc_max + a_stride * T + round_up(nflags, 16);
   const size_t bytes = sizeof(float) * (size_t)floats;
-  gemm_scratch_t* scratch = scratch_acquire(bytes);
+  gemm_scratch_t* scratch = kiln_gemm_scratch_acquire(bytes);
   if (scratch == NULL)
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of packing scratch", bytes);
 
@@ -335,7 +348,7 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
         run_units(&g, 0, g.nunits, 0);
     }
   }
-  scratch_release(scratch);
+  kiln_gemm_scratch_release(scratch);
   if (atomic_load(&g.failed))
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: out of memory for packing scratch");
   return KILN_OK;

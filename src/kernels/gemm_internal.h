@@ -83,6 +83,16 @@ void kiln_gemm_epilogue_tile(float* c, int64_t ldc, int64_t i0, int64_t j0, int6
 /* The activation on one value. */
 float kiln_gemm_activate(float x, int activation);
 
+/* Scratch blocks reused across calls (a mutex-guarded free list; blocks are always in use or
+ * listed, so nothing leaks). Acquire returns NULL when out of memory. */
+typedef struct gemm_scratch {
+  struct gemm_scratch* next;
+  size_t cap;
+  float* buf; /* cap bytes, 64-byte aligned */
+} gemm_scratch_t;
+gemm_scratch_t* kiln_gemm_scratch_acquire(size_t bytes);
+void kiln_gemm_scratch_release(gemm_scratch_t* s);
+
 /* Runs a problem whose arguments were already validated (gemm.c). Errors: OUT_OF_MEMORY. */
 kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* p);
 

@@ -77,9 +77,9 @@ static kiln_gemm_src_t src_of(const mat_t* m, kiln_dtype_t dt, int transpose) {
   return s;
 }
 
-/* One f32 / f16 / bf16 product; `tmp` is rows x cols f32 scratch or NULL when not needed yet. */
+/* One f32 / f16 / bf16 product; `tmp` holds rows x cols f32 scratch once one is needed. */
 static kiln_status_t mm_one_f(const mm_job_t* j, const mat_t* a, const mat_t* b, const mat_t* o,
-                              const mat_t* bias, float** tmp) {
+                              const mat_t* bias, gemm_scratch_t** tmp) {
   const int has_bias = bias->p != NULL && j->beta != 0.0;
   kiln_sgemm_problem_t pr;
   memset(&pr, 0, sizeof(pr));
@@ -127,17 +127,18 @@ static kiln_status_t mm_one_f(const mm_job_t* j, const mat_t* a, const mat_t* b,
     return kiln_sgemm_run(&pr);
   }
   if (*tmp == NULL) {
-    *tmp = kiln_allocator_alloc(NULL, sizeof(float) * (size_t)(o->rows * o->cols), 64);
+    *tmp = kiln_gemm_scratch_acquire(sizeof(float) * (size_t)(o->rows * o->cols));
     if (*tmp == NULL)
       return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_kernel_matmul: no memory for a %lldx%lld f32 scratch",
                         (long long)o->rows, (long long)o->cols);
   }
-  pr.c = *tmp;
+  float* const t0 = (*tmp)->buf;
+  pr.c = t0;
   pr.ldc = o->cols;
   KILN_RETURN_IF_ERROR(kiln_sgemm_run(&pr));
   const float beta = (float)j->beta;
   for (int64_t i = 0; i < o->rows; i++) {
-    const float* t = *tmp + i * o->cols;
+    const float* t = t0 + i * o->cols;
     for (int64_t c = 0; c < o->cols; c++) {
       float v = t[c];
       if (has_bias) v += beta * ld_f(bias->p + (i * bias->rs + c * bias->cs) * (int64_t)j->es, j->dtype);
@@ -161,7 +162,7 @@ static kiln_status_t mm_one_d(const mm_job_t* j, const mat_t* a, const mat_t* b,
 static void mm_range(void* ctx, int64_t begin, int64_t end, int tid) {
   (void)tid;
   mm_job_t* j = ctx;
-  float* tmp = NULL;
+  gemm_scratch_t* tmp = NULL;
   for (int64_t idx = begin; idx < end; idx++) {
     mat_t a = j->a, b = j->b, o = j->o, bias = j->bias;
     int64_t rem = idx;
@@ -180,7 +181,7 @@ static void mm_range(void* ctx, int64_t begin, int64_t end, int tid) {
       break;
     }
   }
-  kiln_allocator_free(NULL, tmp);
+  kiln_gemm_scratch_release(tmp);
 }
 
 /* Folds all batch dims into the row dim of `m` (rows stride rs) when they walk rows evenly. */

@@ -1,0 +1,191 @@
+/* test_graph_random.c - differential testing: random graphs of pointwise ops, broadcasts,
+ * views, reductions, matmuls and softmax, compiled with every pass vs with every optional pass
+ * off (node-by-node kernels). Results must agree (bit-exact except for reductions). */
+#include "test_graph_util.h"
+
+#define F32 KILN_DTYPE_F32
+static int M = 12, N = 20; /* the current shape configuration */
+
+static int pick(int n) { return (int)((gt_rand() * 0.5 + 0.5) * n) % n; }
+
+typedef struct {
+  int vid;
+  int rows, cols; /* a [rows, cols] f32 value; rows/cols may be 1 (broadcastable) */
+} val_t;
+
+static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
+  (void)seed_shift;
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  val_t vals[64];
+  int nv = 0;
+  int64_t full[2] = {M, N}, row[2] = {1, N}, col[2] = {M, 1};
+  KT_OK(kiln_graph_input(g, F32, 2, full, &vals[nv].vid));
+  vals[nv].rows = M, vals[nv].cols = N, nv++;
+  KT_OK(kiln_graph_input(g, F32, 2, full, &vals[nv].vid));
+  vals[nv].rows = M, vals[nv].cols = N, nv++;
+  KT_OK(kiln_graph_input(g, F32, 2, row, &vals[nv].vid));
+  vals[nv].rows = 1, vals[nv].cols = N, nv++;
+  KT_OK(kiln_graph_input(g, F32, 2, col, &vals[nv].vid));
+  vals[nv].rows = M, vals[nv].cols = 1, nv++;
+  int steps = 6 + pick(20);
+  for (int s = 0; s < steps && nv < 60; s++) {
+    int kind = pick(14);
+    val_t a = vals[nv - 1 - pick(nv < 6 ? nv : 6)];
+    val_t b = vals[pick(nv)];
+    val_t r;
+    int v = -1;
+    if (kind <= 3) { /* binary with broadcasting */
+      static const int ops[4] = {KILN_BINARY_ADD, KILN_BINARY_MUL, KILN_BINARY_SUB,
+                                 KILN_BINARY_MAXIMUM};
+      KT_OK(kiln_graph_binary(g, ops[kind], a.vid, b.vid, kind == 2 ? 0.5 : 1.0, F32, &v));
+      r.rows = a.rows > b.rows ? a.rows : b.rows;
+      r.cols = a.cols > b.cols ? a.cols : b.cols;
+    } else if (kind <= 6) { /* bounded unary */
+      static const int ops[3] = {KILN_UNARY_TANH, KILN_UNARY_SIGMOID, KILN_UNARY_NEG};
+      KT_OK(kiln_graph_unary(g, ops[kind - 4], a.vid, F32, &v));
+      r = a;
+    } else if (kind == 7) { /* exp of tanh (bounded) */
+      int t;
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_TANH, a.vid, F32, &t));
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_EXP, t, F32, &v));
+      r = a;
+    } else if (kind == 8 && a.rows == M && a.cols == N) { /* transpose round trip */
+      int p, q, perm[2] = {1, 0};
+      KT_OK(kiln_graph_permute(g, a.vid, perm, &p));
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_ABS, p, F32, &q));
+      KT_OK(kiln_graph_permute(g, q, perm, &v));
+      r = a;
+    } else if (kind == 9 && a.cols == N) { /* reduce over the last dim, keepdim */
+      int op = pick(3) == 0 ? KILN_REDUCE_AMAX : (pick(2) ? KILN_REDUCE_SUM : KILN_REDUCE_MEAN);
+      KT_OK(kiln_graph_reduce(g, op, a.vid, 2, 1, 0, F32, &v));
+      r.rows = a.rows;
+      r.cols = 1;
+    } else if (kind == 10 && a.rows == M && a.cols == N) { /* softmax or a flat reshape */
+      if (pick(2)) {
+        KT_OK(kiln_graph_softmax(g, a.vid, pick(2), 0, -1, &v));
+      } else {
+        int64_t flat[1] = {M * N}, back[2] = {M, N};
+        int f, u;
+        KT_OK(kiln_graph_reshape(g, a.vid, 1, flat, &f));
+        KT_OK(kiln_graph_unary(g, KILN_UNARY_SIGMOID, f, F32, &u));
+        KT_OK(kiln_graph_reshape(g, u, 2, back, &v));
+      }
+      r = a;
+    } else if (kind == 11 && a.rows == M && a.cols == N) { /* matmul with a transposed self */
+      int t, mm, perm[2] = {1, 0};
+      int64_t sl_end = N;
+      (void)sl_end;
+      KT_OK(kiln_graph_permute(g, a.vid, perm, &t));
+      KT_OK(kiln_graph_matmul(g, a.vid, t, &mm)); /* [M, M] */
+      int sl;
+      KT_OK(kiln_graph_slice(g, mm, 1, 0, 1, 1, &sl)); /* [M, 1] */
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_TANH, sl, F32, &v));
+      r.rows = M;
+      r.cols = 1;
+    } else if (kind == 12) { /* half precision detour: registers of another dtype */
+      int h, sc, m2;
+      KT_OK(kiln_graph_cast(g, a.vid, pick(2) ? KILN_DTYPE_F16 : KILN_DTYPE_BF16, &h));
+      int hdt;
+      KT_OK(kiln_graph_value_info(g, h, &hdt, NULL, NULL));
+      KT_OK(kiln_graph_scalar(g, 1.5, KILN_DTYPE_F64, &sc));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, h, sc, 1.0, hdt, &m2));
+      KT_OK(kiln_graph_cast(g, m2, F32, &v));
+      r = a;
+    } else if (kind == 13) { /* compare + where */
+      int c;
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_GT, a.vid, b.vid, 1.0, KILN_DTYPE_BOOL, &c));
+      KT_OK(kiln_graph_where(g, c, a.vid, b.vid, &v));
+      r.rows = a.rows > b.rows ? a.rows : b.rows;
+      r.cols = a.cols > b.cols ? a.cols : b.cols;
+    } else {
+      continue;
+    }
+    r.vid = v;
+    vals[nv++] = r;
+  }
+  /* outputs: the last value and a few random ones */
+  int k = 0;
+  KT_OK(kiln_graph_output(g, vals[nv - 1].vid));
+  k++;
+  for (int i = 0; i < 2; i++) {
+    KT_OK(kiln_graph_output(g, vals[4 + pick(nv - 4)].vid));
+    k++;
+  }
+  *n_out = k;
+  return g;
+}
+
+static int64_t out_numel(kiln_exec_t* e, int k) {
+  int nd;
+  int64_t sh[8], n = 1;
+  kiln_exec_output_info(e, k, NULL, &nd, sh);
+  for (int i = 0; i < nd; i++) n *= sh[i];
+  return n;
+}
+
+static void run_config(int m, int n, int count);
+
+KT_TEST(random_graphs_match_reference) {
+  run_config(12, 20, 240);  /* one tile */
+  run_config(70, 300, 40);  /* many tiles, partial last chunk, several threads */
+  run_config(5, 3000, 40);  /* rows longer than a tile; fused reductions over long rows */
+  run_config(1, 7, 60);     /* degenerate broadcasts */
+}
+
+static void run_config(int m, int n, int count) {
+  M = m;
+  N = n;
+  float* in[4];
+  in[0] = gt_randf(M * N);
+  in[1] = gt_randf(M * N);
+  in[2] = gt_randf(N);
+  in[3] = gt_randf(M);
+  int off = KILN_COMPILE_NO_FUSION | KILN_COMPILE_NO_EPILOGUE | KILN_COMPILE_NO_VIEW_SINK |
+            KILN_COMPILE_NO_INPLACE | KILN_COMPILE_NO_CSE | KILN_COMPILE_NO_FOLD |
+            KILN_COMPILE_NO_MEMORY_REUSE;
+  int bad = 0, fused = 0;
+  for (int t = 0; t < count; t++) {
+    int n_out;
+    kiln_graph_t* g = random_graph(t, &n_out);
+    kiln_exec_t *er, *eo;
+    KT_OK(kiln_graph_compile_ex(g, off, &er));
+    KT_OK(kiln_graph_compile_ex(g, t % 7 == 0 ? KILN_COMPILE_NO_REDUCE_FUSION : 0, &eo));
+    fused += gt_stats(eo).n_fused_groups > 0;
+    float* ro[3];
+    float* oo[3];
+    for (int k = 0; k < n_out; k++) {
+      ro[k] = malloc(sizeof(float) * (size_t)out_numel(er, k));
+      oo[k] = malloc(sizeof(float) * (size_t)out_numel(er, k));
+    }
+    void* ins[4] = {in[0], in[1], in[2], in[3]};
+    KT_OK(kiln_exec_run(er, 4, ins, n_out, (void**)ro));
+    for (int rep = 0; rep < 2; rep++) {
+      KT_OK(kiln_exec_run(eo, 4, ins, n_out, (void**)oo));
+      for (int k = 0; k < n_out; k++)
+        if (gt_maxrel(oo[k], ro[k], out_numel(er, k)) > 1e-5) {
+          if (!bad && getenv("KILN_TEST_DUMP")) {
+            size_t need;
+            kiln_exec_dump(eo, KILN_DUMP_ALL, NULL, 0, &need);
+            char* b = malloc(need);
+            kiln_exec_dump(eo, KILN_DUMP_ALL, b, need, NULL);
+            fprintf(stderr, "graph %d output %d differs\n%s", t, k, b);
+            free(b);
+          }
+          bad++;
+        }
+    }
+    for (int k = 0; k < n_out; k++) {
+      free(ro[k]);
+      free(oo[k]);
+    }
+    kiln_exec_destroy(er);
+    kiln_exec_destroy(eo);
+    kiln_graph_destroy(g);
+  }
+  KT_CHECK(bad == 0);
+  KT_CHECK(fused > count / 3);
+  for (int i = 0; i < 4; i++) free(in[i]);
+}
+
+KT_MAIN()

@@ -1,0 +1,402 @@
+"""torch.compile(backend="kiln"): compiled programs give the same results as eager kiln.
+
+What is checked
+---------------
+1. ``test_opinfo_compiled_matches_eager``: for the PyTorch OpInfos whose op kiln's compiler lowers
+   (an OpInfo name / aten_name matching an aten overload packet of ``lowering.LOWERINGS``, plus a
+   few nn.functional composites that decompose to lowered ops), the first samples of
+   ``op.sample_inputs("cpu", dtype)`` are moved to kiln and run eagerly and through
+   ``torch.compile(fn, backend="kiln", dynamic=False)`` (dynamo reset per sample). Results must
+   match: float32 rtol 1.3e-6 / atol 1e-5 (torch's defaults), float16/bfloat16 rtol/atol 1e-2,
+   exact for integers/bool, each loosened to the OpInfo's own ``toleranceOverride`` if it declares
+   one. A sample whose eager run raises is skipped (counted). A sample is *lowered* when it
+   produced a compiled kiln program and no new graph-split message. Summary line:
+   ``COMPILE-OPINFO: ops=N samples=S lowered_samples=L split_samples=K ...``.
+2. Llama-style model: 30 AdamW steps with a compiled loss match eager kiln; no graph splits;
+   the programs fuse and plan memory.
+3. SmallCNN: 5 compiled training steps match eager (conv/pool/batchnorm splits allowed, named).
+4. Inference with fullgraph=True on kiln and on CPU tensors.
+5. TORCH_KILN_LOG=graph prints the IR dumps and writes an SVG.
+6. A new input shape recompiles and stays correct.
+7. An op kiln does not lower splits the graph, with a message naming the op, results correct.
+"""
+import copy
+import sys
+import time
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+import torch_kiln  # noqa: F401
+from torch_kiln.compile import compiled_programs, graph_splits
+from torch_kiln.compile.lowering import LOWERINGS
+
+from models import LlamaConfig, SmallCNN, TinyLlama
+
+KILN = torch.device("kiln")
+VERBOSE = bool(int(__import__('os').environ.get('KILN_COMPILE_VERBOSE', '0')))
+
+# ---------------------------------------------------------------------------------------------
+# 1. OpInfo: compiled vs eager on kiln
+# ---------------------------------------------------------------------------------------------
+
+TOLS = {torch.float32: (1.3e-6, 1e-5), torch.float16: (1e-2, 1e-2), torch.bfloat16: (1e-2, 1e-2)}
+# (dtype, max samples): float32 is the main target; the others get fewer samples (runtime).
+DTYPE_SAMPLES = [(torch.float32, 4), (torch.float16, 1), (torch.bfloat16, 1), (torch.int64, 2)]
+
+# OpInfos that decompose (core ATen) into lowered ops without sharing a name with one.
+COMPOSITES = {"nn.functional.layer_norm", "nn.functional.cross_entropy", "nn.functional.nll_loss",
+              "nn.functional.linear", "stack", "square", "nn.functional.softmin"}
+# Name-matched OpInfos that are not run, with the reason.
+EXCLUDE = {
+    "sparse.mm": "sparse input",
+    "native_layer_norm": "aten-level OpInfo; covered by nn.functional.layer_norm",
+    "_softmax_backward_data": "aten-level backward OpInfo",
+    "nn.functional.silu.complex": "complex dtype",
+    "bmm.triton_optimized": "duplicate of bmm (triton-specific shapes)",
+    "empty": "uninitialised memory", "empty_like": "uninitialised memory",
+    "empty_strided": "uninitialised memory", "empty_permuted": "uninitialised memory",
+}
+
+
+def _op_key(op):
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def _lowered_names():
+    names = set()
+    for ov in LOWERINGS:
+        n = ov.overloadpacket.__name__
+        names |= {n, n.strip("_")}
+    names |= {"layer_norm" if "native_layer_norm" in names else "", "nll_loss"}
+    names.discard("")
+    return names
+
+
+def select_opinfos():
+    from torch.testing._internal.common_methods_invocations import op_db
+    names = _lowered_names()
+    out = []
+    for op in op_db:
+        key = _op_key(op)
+        if key in EXCLUDE or op.name.startswith("masked."):
+            continue
+        cand = {op.name, op.aten_name, op.name.split(".")[-1]}
+        if cand & names or op.name in COMPOSITES:
+            out.append(op)
+    return out
+
+
+def _op_tolerances(op):
+    """{dtype: (rtol, atol)}: the loosest toleranceOverride the OpInfo declares."""
+    from torch.testing._internal.common_device_type import toleranceOverride
+    out = {}
+    for info in getattr(op, "decorators", ()) or ():
+        for dec in getattr(info, "decorators", (info,)):
+            if isinstance(dec, toleranceOverride):
+                for dtype, t in dec.d.items():
+                    r, a = out.get(dtype, (0.0, 0.0))
+                    out[dtype] = (max(r, t.rtol), max(a, t.atol))
+    return out
+
+
+def _to_kiln(x):
+    if isinstance(x, torch.Tensor):
+        return x.to(KILN)
+    if isinstance(x, (list, tuple)) and type(x) in (list, tuple):
+        return type(x)(_to_kiln(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_kiln(v) for k, v in x.items()}
+    if isinstance(x, torch.device) and x.type == "cpu" or x == "cpu":
+        return KILN
+    return x
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        s = f"T{list(x.shape)}:{str(x.dtype).replace('torch.', '')}"
+        if x.numel() > 1 and not x.is_contiguous():
+            s += f":stride{list(x.stride())}"
+        return s
+    if isinstance(x, (list, tuple)):
+        return ("[%s]" if isinstance(x, list) else "(%s)") % ", ".join(_describe(v) for v in x[:6])
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k}={_describe(v)}" for k, v in x.items()) + "}"
+    r = repr(x)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _compare(got, want, tols, path="out"):
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), f"{path}: compiled returned {type(got).__name__}"
+        assert got.device == want.device, f"{path}: device {got.device} != {want.device}"
+        assert got.dtype == want.dtype, f"{path}: dtype {got.dtype} != {want.dtype}"
+        assert got.shape == want.shape, f"{path}: shape {list(got.shape)} != {list(want.shape)}"
+        r, a = TOLS.get(want.dtype, (0.0, 0.0))
+        r2, a2 = tols.get(want.dtype, (0.0, 0.0))
+        g, w = got.detach().cpu(), want.detach().cpu()
+        try:
+            torch.testing.assert_close(g, w, rtol=max(r, r2), atol=max(a, a2), equal_nan=True,
+                                       check_stride=False)
+        except AssertionError as e:
+            msg = " ".join(str(e).split("\n")[:4])
+            if g.is_floating_point() and g.numel():
+                d = (g.double() - w.double()).abs().nan_to_num(0)
+                i = int(d.flatten().argmax())
+                msg += f" | worst at flat {i}: got {g.flatten()[i].item()} expected {w.flatten()[i].item()}"
+            raise AssertionError(f"{path}: {msg}") from None
+        return
+    if isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), f"{path}: {got!r} vs {want!r}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            _compare(g, w, tols, f"{path}[{i}]")
+        return
+    assert got == want, f"{path}: got {got!r} expected {want!r}"
+
+
+def _run_sample(op, sample):
+    """Returns (status, message): status in {'skip', 'lowered', 'split', 'fail'}."""
+    inp = _to_kiln(sample.input)
+    args = _to_kiln(tuple(sample.args))
+    kwargs = _to_kiln(dict(sample.kwargs))
+    f = op.op
+
+    def fn(*a):
+        return f(*a, **kwargs)
+
+    try:
+        want = fn(inp, *args)
+    except Exception:  # noqa: BLE001 - the eager kiln run defines what is valid
+        return "skip", None
+    torch._dynamo.reset()
+    n_prog, n_split = len(compiled_programs), len(graph_splits)
+    try:
+        got = torch.compile(fn, backend="kiln", dynamic=False)(inp, *args)
+        _compare(got, want, _op_tolerances(op))
+    except Exception as e:  # noqa: BLE001
+        text = f"{type(e).__name__}: {e}" if not isinstance(e, AssertionError) else str(e)
+        return "fail", text.strip().splitlines()[0][:400] if text.strip() else type(e).__name__
+    if len(compiled_programs) > n_prog and len(graph_splits) == n_split:
+        return "lowered", None
+    return "split", "; ".join(graph_splits[n_split:])[:300]
+
+
+def test_opinfo_compiled_matches_eager():
+    ops = select_opinfos()
+    counts = dict(ops=0, samples=0, lowered=0, split=0, eager_raised=0)
+    failures, split_ops = [], {}
+    t0 = time.perf_counter()
+    for op in ops:
+        key = _op_key(op)
+        supported = op.supported_dtypes("cpu")
+        ran = False
+        for dtype, n_max in DTYPE_SAMPLES:
+            if dtype not in supported:
+                continue
+            try:
+                samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+            except Exception:  # noqa: BLE001
+                continue
+            n = 0
+            for sample in samples:
+                if n >= n_max:
+                    break
+                status, msg = _run_sample(op, sample)
+                if status == "skip":
+                    counts["eager_raised"] += 1
+                    continue
+                n += 1
+                ran = True
+                counts["samples"] += 1
+                if status == "fail":
+                    failures.append(f"{key} {str(dtype)[6:]} input={_describe(sample.input)} "
+                                    f"args={_describe(tuple(sample.args))} kwargs={_describe(sample.kwargs)}: {msg}")
+                elif status == "lowered":
+                    counts["lowered"] += 1
+                else:
+                    counts["split"] += 1
+                    split_ops.setdefault(key, msg)
+        counts["ops"] += ran
+        if VERBOSE:
+            print(f"  [{time.perf_counter() - t0:6.1f}s] {key}", flush=True)
+    torch._dynamo.reset()
+    print(f"\nCOMPILE-OPINFO: ops={counts['ops']} samples={counts['samples']} "
+          f"lowered_samples={counts['lowered']} split_samples={counts['split']} "
+          f"eager_raised_skipped={counts['eager_raised']} failures={len(failures)} "
+          f"time={time.perf_counter() - t0:.1f}s")
+    for k, m in split_ops.items():
+        print(f"  split: {k}: {m}")
+    for f in failures:
+        print("  FAIL:", f)
+    assert counts["ops"] >= 60, counts
+    assert counts["lowered"] >= counts["samples"] // 2, counts
+    assert not failures, f"{len(failures)} compiled-vs-eager mismatches:\n" + "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------------
+# Models and backend behaviour
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _rel_close(a, b, rel=1e-4):
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def _train(model, loss_fn, batches, steps, device="kiln"):
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for i in range(steps):
+        x, y = (t.to(device) for t in batches[i % len(batches)])
+        opt.zero_grad()
+        loss = loss_fn(model, x, y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+LLAMA_CFG = LlamaConfig(vocab=128, dim=64, layers=2, heads=4, ffn=128, seq=32)
+
+
+def _llama_batches(n=4, batch=4, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randint(0, LLAMA_CFG.vocab, (batch, LLAMA_CFG.seq), generator=g),
+             torch.randint(0, LLAMA_CFG.vocab, (batch, LLAMA_CFG.seq), generator=g)) for _ in range(n)]
+
+
+def test_llama_style_30_steps_compiled_matches_eager():
+    torch.manual_seed(0)
+    model = TinyLlama(LLAMA_CFG)
+    batches = _llama_batches()
+    eager = _train(copy.deepcopy(model).to(KILN), lambda m, x, y: m.loss(x, y), batches, 30)
+
+    n_prog, n_split = len(compiled_programs), len(graph_splits)
+    cmodel = copy.deepcopy(model).to(KILN)
+    closs = torch.compile(cmodel.loss, backend="kiln")
+    comp = _train(cmodel, lambda m, x, y: closs(x, y), batches, 30)
+    progs = compiled_programs[n_prog:]
+    splits = graph_splits[n_split:]
+    for p in progs:
+        print(f"llama {p.name}: " + ", ".join(f"{k}={p.stats[k]}" for k in (
+            "n_nodes_before", "n_nodes_after", "n_fused_groups", "n_epilogues", "arena_bytes",
+            "intermediates_bytes")) + f", compile_s={p.stats['compile_s']:.3f}")
+
+    bad = [(i, a, b) for i, (a, b) in enumerate(zip(eager, comp)) if not _rel_close(a, b)]
+    assert not bad, f"(step, eager, compiled) beyond 1e-4 relative: {bad}"
+    assert comp[-1] < comp[0] - 0.5, comp
+    assert splits == [], splits
+    kinds = {p.name.rstrip("0123456789") for p in progs}
+    assert {"forward", "backward"} <= kinds, [p.name for p in progs]
+    assert len(progs) == 2, [p.name for p in progs]  # one forward, one backward: no recompiles
+    for p in progs:
+        s = p.stats
+        assert s["n_fused_groups"] > 0, (p.name, s)
+        assert s["n_nodes_after"] < s["n_nodes_before"], (p.name, s)
+        assert 0 < s["arena_bytes"] < s["intermediates_bytes"], (p.name, s)
+    assert any(p.stats["n_epilogues"] > 0 for p in progs), [p.stats for p in progs]
+    assert "forward" in progs[0].name and progs[0].dump()
+
+
+def test_small_cnn_5_steps_compiled_matches_eager():
+    torch.manual_seed(0)
+    model = SmallCNN()
+    g = torch.Generator().manual_seed(2)
+    batches = [(torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)) for _ in range(2)]
+
+    def loss_fn(m, x, y):
+        return F.cross_entropy(m(x), y)
+
+    eager = _train(copy.deepcopy(model).to(KILN), loss_fn, batches, 5)
+    n_prog, n_split = len(compiled_programs), len(graph_splits)
+    cmodel = copy.deepcopy(model).to(KILN)
+    cfn = torch.compile(loss_fn, backend="kiln")
+    comp = _train(cmodel, cfn, batches, 5)
+    splits = graph_splits[n_split:]
+    print("cnn splits:", *splits, sep="\n  ")
+    bad = [(i, a, b) for i, (a, b) in enumerate(zip(eager, comp)) if not _rel_close(a, b)]
+    assert not bad, f"(step, eager, compiled) beyond 1e-4 relative: {bad}"
+    assert len(compiled_programs) > n_prog  # the lowerable regions were compiled
+    for m in splits:
+        # every split names what it split at: an aten op (or a getitem of an unlowered op)
+        assert ("no kiln lowering for aten." in m or "getitem" in m) and "[" in m, m
+    assert any("convolution" in m for m in splits), splits
+
+
+def test_llama_inference_fullgraph_kiln_and_cpu():
+    torch.manual_seed(0)
+    model = TinyLlama(LLAMA_CFG).eval()
+    idx = _llama_batches(n=1, batch=2, seed=3)[0][0]
+    for device in ("kiln", "cpu"):
+        torch._dynamo.reset()
+        m = copy.deepcopy(model).to(device)
+        x = idx.to(device)
+        n_prog, n_split = len(compiled_programs), len(graph_splits)
+        with torch.no_grad():
+            want = m(x)
+            got = torch.compile(m, backend="kiln", fullgraph=True)(x)
+        assert got.device.type == device and got.dtype == torch.float32
+        assert got.shape == (2, LLAMA_CFG.seq, LLAMA_CFG.vocab)
+        torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1.3e-6, atol=1e-5)
+        assert graph_splits[n_split:] == [], graph_splits[n_split:]
+        assert len(compiled_programs) == n_prog + 1, device  # the whole model: one kiln program
+
+
+def test_logging_dumps_ir_and_svg(tmp_path, python_subprocess):
+    code = (
+        "import torch, torch_kiln\n"
+        "f = torch.compile(lambda a, b: torch.relu(a @ b + 1).sum(-1), backend='kiln')\n"
+        "a, b = torch.randn(8, 16).to('kiln'), torch.randn(16, 4).to('kiln')\n"
+        "torch.testing.assert_close(f(a, b).cpu(), torch.relu(a.cpu() @ b.cpu() + 1).sum(-1))\n"
+        "print('DONE')\n")
+    r = python_subprocess(code, {"TORCH_KILN_LOG": "graph", "TORCH_KILN_LOG_DIR": str(tmp_path)}, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "DONE" in r.stdout
+    assert "IR before passes" in r.stdout and "after passes" in r.stdout, r.stdout[-3000:]
+    svgs = list(tmp_path.glob("*.svg"))
+    assert svgs, list(tmp_path.iterdir())
+    head = svgs[0].read_text()[:200].lstrip()
+    assert head.startswith("<svg") or head.startswith("<?xml"), head
+    assert "</svg>" in svgs[0].read_text()[-100:]
+
+
+def test_recompiles_for_new_shape():
+    def fn(x, w):
+        return torch.softmax(x @ w, dim=-1) * 2 - x.mean()
+
+    cf = torch.compile(fn, backend="kiln", dynamic=False)
+    w = torch.randn(16, 8).to(KILN)
+    n_prog, n_split = len(compiled_programs), len(graph_splits)
+    for batch in (4, 7, 4):
+        x = torch.randn(batch, 16).to(KILN)
+        got = cf(x, w)
+        assert got.shape == (batch, 8)
+        torch.testing.assert_close(got.cpu(), fn(x, w).cpu(), rtol=1.3e-6, atol=1e-5)
+    assert len(compiled_programs) == n_prog + 2  # one per shape; the third call reuses the first
+    assert graph_splits[n_split:] == []
+    assert {tuple(p.inputs[0].shape) for p in compiled_programs[n_prog:]} >= {(4, 16), (7, 16)} or \
+        {tuple(i.shape) for p in compiled_programs[n_prog:] for i in p.inputs} >= {(4, 16), (7, 16)}
+
+
+@pytest.mark.parametrize("name", ["bessel_j0", "sort"])
+def test_graph_split_at_unlowered_op(name):
+    def fn(x):
+        y = torch.tanh(x) * 3 + 1
+        z = torch.special.bessel_j0(y) if name == "bessel_j0" else torch.sort(y, dim=-1).values
+        return (z * z).sum(-1) + y.amax(-1)
+
+    x = torch.randn(5, 9).to(KILN)
+    want = fn(x)
+    n_prog, n_split = len(compiled_programs), len(graph_splits)
+    got = torch.compile(fn, backend="kiln", dynamic=False)(x)
+    torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1.3e-6, atol=1e-5)
+    splits = graph_splits[n_split:]
+    assert splits and any(name in m for m in splits), splits
+    assert len(compiled_programs) >= n_prog + 1, "the lowerable regions around the split were not compiled"

@@ -1,0 +1,389 @@
+// ops_index.cpp - native kiln kernels for indexing and shape ops: cat, index_select, gather,
+// scatter(_add), index_add, advanced indexing (index / index_put_), masked_select, nonzero,
+// triu/tril, arange, sort, topk, flip.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/flip.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/index.h>
+#include <ATen/ops/index_add.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/masked_select.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/scatter.h>
+#include <ATen/ops/scatter_add.h>
+#include <ATen/ops/sort.h>
+#include <ATen/ops/topk.h>
+#include <ATen/ops/tril.h>
+#include <ATen/ops/triu.h>
+#include <ATen/ops/_index_put_impl.h>
+#include <torch/library.h>
+
+#include "ops_common.h"
+
+extern "C" {
+#include "kiln/kernels/index.h"
+}
+
+namespace torch_kiln {
+namespace {
+
+using at::Tensor;
+
+bool index_dtype(const Tensor& t) { return t.scalar_type() == at::kLong || t.scalar_type() == at::kInt; }
+
+Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
+  std::vector<Tensor> ts(tensors.begin(), tensors.end());
+  TORCH_CHECK(!ts.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  bool ok = describable(out) || out.numel() == 0;
+  const Tensor* ref = nullptr;
+  for (const Tensor& t : ts) {
+    ok = ok && describable(t) && t.scalar_type() == out.scalar_type();
+    if (!(t.dim() == 1 && t.numel() == 0) && !ref) ref = &t;
+  }
+  if (!ok || !ref) return KILN_FALLBACK(cat_out, tensors, dim, out);
+  int64_t d = at::maybe_wrap_dim(dim, ref->dim());
+  std::vector<int64_t> shape(ref->sizes().begin(), ref->sizes().end());
+  int64_t total = 0;
+  for (const Tensor& t : ts) {
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    check_device(out, t);
+    TORCH_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
+                t.dim());
+    for (int64_t i = 0; i < t.dim(); i++)
+      TORCH_CHECK(i == d || t.size(i) == ref->size(i), "Sizes of tensors must match except in dimension ", d,
+                  ". Expected size ", ref->size(i), " but got size ", t.size(i), " for tensor number in the list.");
+    total += t.size(d);
+  }
+  shape[d] = total;
+  at::native::resize_output(out, shape);
+  if (!describable(out)) return KILN_FALLBACK(cat_out, tensors, dim, out);
+  for (const Tensor& t : ts) at::assert_no_overlap(out, t);
+  if (out.numel() == 0) return out;
+  std::vector<kiln_tensor_t> descs;
+  std::vector<const kiln_tensor_t*> ptrs;
+  descs.reserve(ts.size());
+  for (const Tensor& t : ts) descs.push_back(describe(t));
+  for (auto& dsc : descs) ptrs.push_back(&dsc);
+  kiln_tensor_t dout = describe(out);
+  KILN_CHECK(kiln_kernel_cat(ptrs.data(), static_cast<int>(ptrs.size()), static_cast<int>(d), &dout));
+  return out;
+}
+
+Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index, Tensor& out) {
+  TORCH_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index_dtype(index), "index_select(): Expected dtype int32 or int64 for index");
+  if (!all_describable({&self, &index})) return KILN_FALLBACK(index_select_out, self, dim, index, out);
+  check_device(out, self);
+  check_device(out, index);
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) shape[d] = index.numel();
+  at::native::resize_output(out, shape);
+  if (!describable(out)) return KILN_FALLBACK(index_select_out, self, dim, index, out);
+  at::assert_no_overlap(out, self);
+  kiln_tensor_t dx = describe(self), di = describe(index), dout = describe(out);
+  KILN_CHECK(kiln_kernel_index_select(&dx, static_cast<int>(d), &di, &dout));
+  return out;
+}
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  Tensor out = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, out);
+}
+
+Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad, Tensor& out) {
+  TORCH_CHECK(index_dtype(index), "gather(): Expected dtype int32/int64 for index");
+  if (!all_describable({&self, &index}) || index.scalar_type() != at::kLong) return KILN_FALLBACK(gather_out, self, dim, index, sparse_grad, out);
+  check_device(out, self);
+  check_device(out, index);
+  at::native::resize_output(out, index.sizes());
+  if (!describable(out)) return KILN_FALLBACK(gather_out, self, dim, index, sparse_grad, out);
+  at::assert_no_overlap(out, self);
+  if (out.numel() == 0) return out;
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  kiln_tensor_t dx = describe(self), di = describe(index), dout = describe(out);
+  KILN_CHECK(kiln_kernel_gather(&dx, static_cast<int>(d), &di, &dout));
+  return out;
+}
+
+// out = self (copied unless aliased), then scattered into in place.
+bool scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, double value,
+                  kiln_scatter_reduce_t reduce, Tensor& out) {
+  TORCH_CHECK(index_dtype(index), "scatter(): Expected dtype int32/int64 for index");
+  if (!all_describable({&self, &index}) || (src && !describable(*src)) || index.scalar_type() != at::kLong)
+    return false;
+  if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "scatter(): Expected self.dtype to be equal to src.dtype");
+  check_device(out, self);
+  check_device(out, index);
+  at::native::resize_output(out, self.sizes());
+  if (!describable(out)) return false;
+  if (!out.is_same(self)) out.copy_(self);
+  if (index.numel() == 0) return true;
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  kiln_tensor_t dout = describe(out), di = describe(index), ds;
+  if (src) ds = describe(*src);
+  KILN_CHECK(kiln_kernel_scatter(&dout, static_cast<int>(d), &di, src ? &ds : nullptr, value, reduce, 1));
+  return true;
+}
+
+Tensor& scatter_src_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
+  if (scatter_impl(self, dim, index, &src, 0.0, KILN_SCATTER_NONE, out)) return out;
+  return KILN_FALLBACK(scatter_src_out, self, dim, index, src, out);
+}
+
+Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index, const at::Scalar& value, Tensor& out) {
+  if (scatter_impl(self, dim, index, nullptr, value.toDouble(), KILN_SCATTER_NONE, out)) return out;
+  return KILN_FALLBACK(scatter_value_out, self, dim, index, value, out);
+}
+
+Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
+  if (scatter_impl(self, dim, index, &src, 0.0, KILN_SCATTER_ADD, out)) return out;
+  return KILN_FALLBACK(scatter_add_out, self, dim, index, src, out);
+}
+
+Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                      const at::Scalar& alpha, Tensor& out) {
+  TORCH_CHECK(index_dtype(index), "index_add_(): Expected dtype int32/int64 for index");
+  if (!all_describable({&self, &index, &source})) return KILN_FALLBACK(index_add_out, self, dim, index, source, alpha, out);
+  TORCH_CHECK(source.scalar_type() == self.scalar_type(), "index_add_(): self (", self.scalar_type(),
+              ") and source (", source.scalar_type(), ") must have the same scalar type");
+  check_device(out, self);
+  check_device(out, index);
+  check_device(out, source);
+  at::native::resize_output(out, self.sizes());
+  if (!out.is_same(self)) out.copy_(self);
+  if (index.numel() == 0) return out;
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  kiln_tensor_t dout = describe(out), di = describe(index), ds = describe(source);
+  KILN_CHECK(kiln_kernel_index_add(&dout, static_cast<int>(d), &di, &ds, alpha.toDouble()));
+  return out;
+}
+
+// Advanced-index list: bool/uint8 masks become long indices (nonzero), all broadcast to one shape.
+bool expand_indices(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, std::vector<Tensor>& out) {
+  std::vector<Tensor> idx;
+  for (size_t i = 0; i < indices.size(); i++) {
+    std::optional<Tensor> o = indices.get(i);
+    if (!o.has_value() || !o->defined()) {
+      idx.emplace_back();
+      continue;
+    }
+    const Tensor& t = *o;
+    if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) {
+      Tensor nz = at::nonzero(t.to(at::kBool));
+      for (int64_t j = 0; j < t.dim(); j++) idx.push_back(nz.select(1, j));
+    } else {
+      if (!index_dtype(t)) return false;
+      idx.push_back(t);
+    }
+  }
+  TORCH_CHECK_INDEX(static_cast<int64_t>(idx.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", idx.size(), ")");
+  std::vector<Tensor> defined;
+  for (auto& t : idx)
+    if (t.defined()) defined.push_back(t);
+  if (defined.empty()) return false;
+  auto expanded = at::expand_outplace(defined);
+  size_t k = 0;
+  for (auto& t : idx) {
+    if (t.defined()) t = expanded[k++];
+    if (t.defined() && !describable(t)) return false;
+  }
+  out = std::move(idx);
+  return true;
+}
+
+Tensor index(const Tensor& self, const c10::List<std::optional<Tensor>>& indices) {
+  std::vector<Tensor> idx;
+  if (!describable(self) || !expand_indices(self, indices, idx)) return KILN_FALLBACK(index_Tensor, self, indices);
+  std::vector<kiln_tensor_t> descs(idx.size());
+  std::vector<const kiln_tensor_t*> ptrs(idx.size());
+  for (size_t i = 0; i < idx.size(); i++) {
+    if (idx[i].defined()) {
+      check_device(self, idx[i]);
+      descs[i] = describe(idx[i]);
+      ptrs[i] = &descs[i];
+    } else {
+      ptrs[i] = nullptr;
+    }
+  }
+  kiln_tensor_t dx = describe(self);
+  int32_t nd = 0;
+  int64_t shape[KILN_MAX_DIMS];
+  KILN_CHECK(kiln_kernel_index_shape(&dx, ptrs.data(), static_cast<int>(ptrs.size()), &nd, shape));
+  Tensor out = at::empty(c10::IntArrayRef(shape, nd), self.options());
+  if (out.numel() == 0) return out;
+  kiln_tensor_t dout = describe(out);
+  KILN_CHECK(kiln_kernel_index(&dx, ptrs.data(), static_cast<int>(ptrs.size()), &dout));
+  return out;
+}
+
+Tensor& index_put_impl(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
+                       bool accumulate, bool unsafe) {
+  std::vector<Tensor> idx;
+  if (!all_describable({&self, &values}) || values.scalar_type() != self.scalar_type() ||
+      !expand_indices(self, indices, idx))
+    return KILN_FALLBACK(_index_put_impl_, self, indices, values, accumulate, unsafe);
+  at::assert_no_internal_overlap(self);
+  check_device(self, values);
+  std::vector<kiln_tensor_t> descs(idx.size());
+  std::vector<const kiln_tensor_t*> ptrs(idx.size());
+  for (size_t i = 0; i < idx.size(); i++) {
+    if (idx[i].defined()) {
+      check_device(self, idx[i]);
+      descs[i] = describe(idx[i]);
+      ptrs[i] = &descs[i];
+    } else {
+      ptrs[i] = nullptr;
+    }
+  }
+  kiln_tensor_t ds = describe(self), dv = describe(values);
+  KILN_CHECK(kiln_kernel_index_put(&ds, ptrs.data(), static_cast<int>(ptrs.size()), &dv, accumulate ? 1 : 0));
+  return self;
+}
+
+Tensor masked_select(const Tensor& self, const Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  if (!all_describable({&self, &mask})) return KILN_FALLBACK(masked_select, self, mask);
+  check_device(self, mask);
+  kiln_tensor_t dx = describe(self), dm = describe(mask);
+  int64_t n = 0;
+  KILN_CHECK(kiln_kernel_masked_select_count(&dx, &dm, &n));
+  Tensor out = at::empty({n}, self.options());
+  if (n == 0) return out;
+  kiln_tensor_t dout = describe(out);
+  KILN_CHECK(kiln_kernel_masked_select(&dx, &dm, &dout));
+  return out;
+}
+
+Tensor nonzero(const Tensor& self) {
+  if (!describable(self)) return KILN_FALLBACK(nonzero, self);
+  kiln_tensor_t dx = describe(self);
+  int64_t n = 0;
+  KILN_CHECK(kiln_kernel_nonzero_count(&dx, &n));
+  Tensor out = at::empty({n, self.dim()}, self.options().dtype(at::kLong));
+  if (out.numel() == 0) return out;
+  kiln_tensor_t dout = describe(out);
+  KILN_CHECK(kiln_kernel_nonzero(&dx, &dout));
+  return out;
+}
+
+Tensor& tri_out(bool upper, const Tensor& self, int64_t diagonal, Tensor& out) {
+  TORCH_CHECK(self.dim() >= 2, upper ? "triu" : "tril", ": input tensor must have at least 2 dimensions");
+  if (!describable(self))
+    return upper ? KILN_FALLBACK(triu_out, self, diagonal, out) : KILN_FALLBACK(tril_out, self, diagonal, out);
+  check_device(out, self);
+  at::native::resize_output(out, self.sizes());
+  if (!out.is_same(self)) at::assert_no_overlap(out, self);
+  if (out.numel() == 0) return out;
+  kiln_tensor_t dx = describe(self), dout = describe(out);
+  KILN_CHECK(upper ? kiln_kernel_triu(&dx, diagonal, &dout) : kiln_kernel_tril(&dx, diagonal, &dout));
+  return out;
+}
+
+Tensor& triu_out(const Tensor& self, int64_t diagonal, Tensor& out) { return tri_out(true, self, diagonal, out); }
+Tensor& tril_out(const Tensor& self, int64_t diagonal, Tensor& out) { return tri_out(false, self, diagonal, out); }
+
+Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, Tensor& out) {
+  double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  TORCH_CHECK(st != 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+  TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
+  bool integral = at::isIntegralType(out.scalar_type(), true);
+  int64_t n = integral && start.isIntegral(false) && end.isIntegral(false) && step.isIntegral(false)
+                  ? (end.toLong() - start.toLong() + step.toLong() - (step.toLong() > 0 ? 1 : -1)) / step.toLong()
+                  : static_cast<int64_t>(std::ceil((e - s) / st));
+  if (!describable(out)) return KILN_FALLBACK(arange_start_out, start, end, step, out);
+  if (out.numel() != n) out.resize_({n});
+  if (n == 0) return out;
+  kiln_tensor_t d = describe(out);
+  if (integral && start.isIntegral(false) && step.isIntegral(false))
+    KILN_CHECK(kiln_kernel_arange_i64(&d, start.toLong(), step.toLong()));
+  else
+    KILN_CHECK(kiln_kernel_arange(&d, s, st));
+  return out;
+}
+
+std::tuple<Tensor&, Tensor&> sort_out(const Tensor& self, std::optional<bool> stable, int64_t dim, bool descending,
+                                      Tensor& values, Tensor& indices) {
+  // kiln's sort is stable. aten's unstable 16-bit CPU sort orders ties differently; an unstable
+  // f16/bf16 sort runs aten's so indices match PyTorch exactly (counted as a fallback).
+  bool half = self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16;
+  if (!describable(self) || self.scalar_type() == at::kBool || (half && !stable.value_or(false)))
+    return KILN_FALLBACK(sort_values_stable, self, stable, dim, descending, values, indices);
+  check_device(values, self);
+  at::native::resize_output(values, self.sizes());
+  at::native::resize_output(indices, self.sizes());
+  if (self.numel() == 0) return {values, indices};
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  Tensor src = values.is_same(self) ? self.clone() : self;
+  kiln_tensor_t dx = describe(src), dv = describe(values), di = describe(indices);
+  if (self.dim() == 0) {
+    dx.ndim = dv.ndim = di.ndim = 1;
+    dx.shape[0] = dv.shape[0] = di.shape[0] = 1;
+    dx.strides[0] = dv.strides[0] = di.strides[0] = 1;
+  }
+  KILN_CHECK(kiln_kernel_sort(&dx, static_cast<int>(d), descending ? 1 : 0, 1, &dv, &di));
+  return {values, indices};
+}
+
+std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted,
+                                      Tensor& values, Tensor& indices) {
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  int64_t size = self.dim() == 0 ? 1 : self.size(d);
+  TORCH_CHECK(k >= 0 && k <= size, "selected index k out of range");
+  if (!describable(self) || self.scalar_type() == at::kBool)
+    return KILN_FALLBACK(topk_values, self, k, dim, largest, sorted, values, indices);
+  check_device(values, self);
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) shape[d] = k;
+  at::native::resize_output(values, shape);
+  at::native::resize_output(indices, shape);
+  if (values.numel() == 0 && self.dim() > 0) return {values, indices};
+  kiln_tensor_t dx = describe(self), dv = describe(values), di = describe(indices);
+  KILN_CHECK(kiln_kernel_topk(&dx, k, static_cast<int>(d), largest ? 1 : 0, sorted ? 1 : 0, &dv, &di));
+  return {values, indices};
+}
+
+Tensor flip(const Tensor& self, at::IntArrayRef dims) {
+  if (!describable(self)) return KILN_FALLBACK(flip, self, dims);
+  uint32_t mask = 0;
+  for (int64_t dd : dims) {
+    int64_t w = at::maybe_wrap_dim(dd, self.dim());
+    TORCH_CHECK(!(mask & (1u << w)), "dims has duplicates, original flip dims size=", dims.size());
+    mask |= 1u << w;
+  }
+  Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  if (out.numel() == 0) return out;
+  kiln_tensor_t dx = describe(self), dout = describe(out);
+  KILN_CHECK(kiln_kernel_flip(&dx, mask, &dout));
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("cat.out", cat_out);
+  m.impl("index_select.out", index_select_out);
+  m.impl("index_select", index_select);
+  m.impl("gather.out", gather_out);
+  m.impl("scatter.src_out", scatter_src_out);
+  m.impl("scatter.value_out", scatter_value_out);
+  m.impl("scatter_add.out", scatter_add_out);
+  m.impl("index_add.out", index_add_out);
+  m.impl("index.Tensor", index);
+  m.impl("_index_put_impl_", index_put_impl);
+  m.impl("masked_select", masked_select);
+  m.impl("nonzero", nonzero);
+  m.impl("triu.out", triu_out);
+  m.impl("tril.out", tril_out);
+  m.impl("arange.start_out", arange_out);
+  m.impl("sort.values_stable", sort_out);
+  m.impl("topk.values", topk_out);
+  m.impl("flip", flip);
+}
+
+}  // namespace torch_kiln
