@@ -1,6 +1,6 @@
 """libkiln CNN kernels (include/kiln/kernels/conv.h) vs PyTorch CPU, through ctypes.
 
-The library comes from $KILN_LIB (default /work/main/torch_kiln/libkiln.so). Tensors are passed
+The library comes from $KILN_LIB (default: torch_kiln/libkiln.so of this checkout). Tensors are passed
 as kiln_tensor_t descriptors over torch CPU storage (strides in elements, data_ptr already
 offset), so channels-last and sliced views are exercised without copies.
 
@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-LIB_PATH = os.environ.get("KILN_LIB", "/work/main/torch_kiln/libkiln.so")
+LIB_PATH = os.environ.get("KILN_LIB", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "torch_kiln", "libkiln.so"))
 MAX_DIMS = 8
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3, torch.int8: 4,
           torch.int16: 5, torch.int32: 6, torch.int64: 7, torch.uint8: 8, torch.bool: 9}

@@ -1,6 +1,6 @@
 """libkiln index / shape / factory / sort kernels (kiln/kernels/index.h) vs PyTorch CPU, via ctypes.
 
-The library is $KILN_LIB, else /work/main/torch_kiln/libkiln.so. Descriptors are built straight
+The library is $KILN_LIB, else torch_kiln/libkiln.so of this checkout. Descriptors are built straight
 from torch CPU tensors (data_ptr, shape, strides), the kernel writes into a torch-allocated output,
 and the result is compared with the torch op. Data movement is compared bit-exactly; reductions
 exactly where kiln and torch combine in the same order, else within a dtype tolerance.
@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-LIB_PATH = os.environ.get("KILN_LIB", "/work/main/torch_kiln/libkiln.so")
+LIB_PATH = os.environ.get("KILN_LIB", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "torch_kiln", "libkiln.so"))
 lib = ctypes.CDLL(LIB_PATH)
 
 MAX_DIMS = 8

@@ -1,6 +1,6 @@
 """libkiln fused optimizer kernels (include/kiln/kernels/optim.h) vs PyTorch CPU, via ctypes.
 
-The library comes from $KILN_LIB (default /work/main/torch_kiln/libkiln.so). Parameters, grads
+The library comes from $KILN_LIB (default: torch_kiln/libkiln.so of this checkout). Parameters, grads
 and state are torch CPU tensors passed as kiln_tensor_t descriptors (strides in elements).
 
 References and tolerances:
@@ -20,7 +20,7 @@ import os
 import pytest
 import torch
 
-LIB_PATH = os.environ.get("KILN_LIB", "/work/main/torch_kiln/libkiln.so")
+LIB_PATH = os.environ.get("KILN_LIB", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "torch_kiln", "libkiln.so"))
 MAX_DIMS = 8
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3}
 OK, INVALID_ARGUMENT = 0, 1
