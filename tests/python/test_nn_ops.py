@@ -110,3 +110,24 @@ def test_sdpa(dtype, case):
             m = m.to(q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=case == "causal")
     check(fn, [q, k, v], dtype, ["aten::bmm.out", "aten::_softmax.out"])
+
+
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam])
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_fused_adam_matches_cpu(cls, amsgrad):
+    torch.manual_seed(0)
+    params = [torch.randn(33, 7), torch.randn(5), torch.randn(1000)]
+    grads = [[torch.randn_like(p) for p in params] for _ in range(3)]
+    cpu = [p.clone().requires_grad_() for p in params]
+    kil = [p.to("kiln").requires_grad_() for p in params]
+    o1 = cls(cpu, lr=1e-2, weight_decay=0.1, amsgrad=amsgrad, fused=True)
+    o2 = cls(kil, lr=1e-2, weight_decay=0.1, amsgrad=amsgrad, fused=True)
+    torch_kiln.fallback_reset()
+    for gs in grads:
+        for p, k, g in zip(cpu, kil, gs):
+            p.grad, k.grad = g.clone(), g.to("kiln")
+        o1.step()
+        o2.step()
+    assert not any("fused_adam" in k for k in torch_kiln.fallback_report()), torch_kiln.fallback_report()
+    for p, k in zip(cpu, kil):
+        torch.testing.assert_close(k.detach().cpu(), p.detach(), rtol=1e-6, atol=1e-7)
