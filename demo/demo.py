@@ -2,7 +2,8 @@
 
 1. A small MLP, 20 AdamW steps, kiln vs CPU (losses must match).
 2. A small transformer language model (Llama-style: RMSNorm, RoPE, SwiGLU, causal attention),
-   trained a few steps in eager mode on kiln and on CPU, then used for greedy generation.
+   trained a few steps on CPU, on kiln eager and on kiln compiled (torch.compile backend="kiln"),
+   then used for greedy generation.
 Prints per-step times and the fallback report (ops that ran on the CPU instead of kiln).
 """
 import copy
@@ -21,8 +22,11 @@ from models import TinyLlama, LlamaConfig  # noqa: E402
 warnings.filterwarnings("ignore", message="kiln: .* has no native kiln kernel")
 
 
-def train(model, device, steps, make_batch, lr=1e-2):
+def train(model, device, steps, make_batch, lr=1e-2, compiled=False):
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    loss_fn = model.loss if hasattr(model, "loss") else (lambda x, y: F.cross_entropy(model(x), y))
+    if compiled:
+        loss_fn = torch.compile(loss_fn, backend="kiln")
     losses, times = [], []
     g = torch.Generator().manual_seed(1)
     for _ in range(steps):
@@ -30,7 +34,7 @@ def train(model, device, steps, make_batch, lr=1e-2):
         x, y = x.to(device), y.to(device)
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = model.loss(x, y) if hasattr(model, "loss") else F.cross_entropy(model(x), y)
+        loss = loss_fn(x, y)
         loss.backward()
         opt.step()
         losses.append(loss.item())  # .item() synchronizes the device
@@ -83,8 +87,23 @@ def main():
     print(f"  step  {'cpu loss':>10}  {'kiln loss':>10}")
     for i in range(0, 8, 2):
         print(f"  {i + 1:4d}  {cpu_l[i]:10.6f}  {kiln_l[i]:10.6f}")
-    print(f"  median step time: cpu eager {median(cpu_t) * 1e3:.1f} ms, kiln eager {median(kiln_t) * 1e3:.1f} ms "
-          f"(kiln/cpu speed {median(cpu_t) / median(kiln_t):.2f}x)")
+    comp_l, comp_t = train(copy.deepcopy(model).to("kiln"), "kiln", 8, lm_batch, lr=3e-3, compiled=True)
+    print(f"  kiln compiled losses: {', '.join(f'{v:.6f}' for v in comp_l[::2])} "
+          f"(max |eager - compiled| = {max(abs(a - b) for a, b in zip(kiln_l, comp_l)):.2e})")
+    print(f"  first compiled step (includes compile): {comp_t[0] * 1e3:.0f} ms")
+    print(f"  median step time: cpu eager {median(cpu_t) * 1e3:.1f} ms, kiln eager {median(kiln_t) * 1e3:.1f} ms, "
+          f"kiln compiled {median(comp_t[1:]) * 1e3:.1f} ms "
+          f"(speed vs cpu eager: kiln eager {median(cpu_t) / median(kiln_t):.2f}x, "
+          f"kiln compiled {median(cpu_t) / median(comp_t[1:]):.2f}x)")
+    import torch_kiln.compile as kc
+    for prog in kc.compiled_programs[-2:]:
+        st = prog.stats
+        print(f"  compiled {prog.name}: {st['n_nodes_before']} ops -> {st['n_nodes_after']} steps, "
+              f"{st['n_fused_groups']} fused groups, {st['n_epilogues']} GEMM epilogues, arena "
+              f"{st['arena_bytes'] / 1024:.0f} KiB for {st['intermediates_bytes'] / 1024:.0f} KiB of intermediates, "
+              f"compiled in {st['compile_s'] * 1e3:.1f} ms")
+    if kc.graph_splits:
+        print("  graph splits:", kc.graph_splits)
     with torch.no_grad():
         prompt = text[:8].unsqueeze(0).to("kiln")
         out = kmodel.generate(prompt, 16)
