@@ -142,7 +142,7 @@ kiln_tensor_t* opt_desc(const Tensor& t, kiln_tensor_t* storage) {
   return storage;
 }
 
-std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const std::optional<Tensor>& weight,
+std::tuple<Tensor, Tensor, Tensor> batch_norm_fwd(const Tensor& input, const std::optional<Tensor>& weight,
                                                      const std::optional<Tensor>& bias,
                                                      const std::optional<Tensor>& running_mean,
                                                      const std::optional<Tensor>& running_var, bool training,
@@ -189,16 +189,33 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   return {gx, gw, gb};
 }
 
+// _native_batch_norm_legit: batch norm with (mutable) running stats, the form torch.export and
+// the compiler's functionalization produce; same kernel.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_legit(const Tensor& input, const std::optional<Tensor>& weight,
+                                                    const std::optional<Tensor>& bias, Tensor& running_mean,
+                                                    Tensor& running_var, bool training, double momentum,
+                                                    double eps) {
+  return batch_norm_fwd(input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_legit_no_stats(const Tensor& input, const std::optional<Tensor>& weight,
+                                                             const std::optional<Tensor>& bias, bool training,
+                                                             double momentum, double eps) {
+  return batch_norm_fwd(input, weight, bias, std::nullopt, std::nullopt, training, momentum, eps);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_native_batch_norm_legit", batch_norm_legit);
+  m.impl("_native_batch_norm_legit.no_stats", batch_norm_legit_no_stats);
   m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
   m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
   m.impl("avg_pool2d.out", avg_pool2d_out);
   m.impl("avg_pool2d_backward.grad_input", avg_pool2d_backward_out);
   m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
   m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
-  m.impl("native_batch_norm", native_batch_norm);
+  m.impl("native_batch_norm", batch_norm_fwd);
   m.impl("native_batch_norm_backward", native_batch_norm_backward);
 }
 
