@@ -194,7 +194,9 @@ def main():
     ind_cache = tempfile.mkdtemp(prefix="kiln_bench_inductor_")
     prev_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = ind_cache
-    print(f"\n== compiled mode: threads={THREADS}  torch {torch.__version__}  (times: median per call)")
+    load0 = os.getloadavg()[0]
+    print(f"\n== compiled mode: threads={THREADS}  torch {torch.__version__}  load avg {load0:.1f}  "
+          f"(times: median per call)")
 
     # Load dynamo + aot_autograd machinery once, so neither backend's cold compile pays for it.
     try:
@@ -370,7 +372,8 @@ def main():
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     out = os.path.join(HERE, "results", "compile.json")
     with open(out, "w") as f:
-        json.dump({"threads": THREADS, "torch": torch.__version__, "configs": list(CONFIGS), "rows": rows,
+        json.dump({"threads": THREADS, "torch": torch.__version__,
+                   "loadavg_start": load0, "loadavg_end": os.getloadavg()[0], "configs": list(CONFIGS), "rows": rows,
                    "compile_time": compile_times, "memory": memory, "ratios": ratios,
                    "graph_splits": splits, "errors": [{"row": n, "config": c, "error": e} for n, c, e in errors],
                    "total_s": total}, f, indent=1, default=str)

@@ -116,8 +116,8 @@ kiln_status_t kiln_graph_copy(kiln_graph_t* g, int self, int src, int* out_vid);
 
 /* ==== reductions ============================================================================ */
 
-/* out = op(x) over the dims whose bit is set in dim_mask (bit i = dim i; 0 = all dims), op a
- * kiln_reduce_op_t. keepdim != 0 keeps reduced dims as size 1, else they are dropped. `param`
+/* out = op(x) over the dims whose bit is set in dim_mask (bit i = dim i; 0 = all dims; a rank-0
+ * x accepts 0 or 1), op a kiln_reduce_op_t. keepdim != 0 keeps reduced dims as size 1, else they are dropped. `param`
  * is the correction of VAR/STD (torch unbiased=True: 1) or p of NORM, ignored otherwise. The op
  * computes in out_dtype (in x's dtype when out_dtype is bool: ANY/ALL). Errors: bad op, mask bit
  * >= rank, float-only op on a non-float out_dtype. */
@@ -137,11 +137,14 @@ kiln_status_t kiln_graph_scan(kiln_graph_t* g, int op, int x, int dim, int out_d
 /* ==== linear algebra ======================================================================== */
 
 /* torch.matmul(a, b): 1-D operands are promoted and the dim dropped, batch dims broadcast.
- * a and b share a floating dtype. Errors: INVALID_ARGUMENT (shapes, dtypes), UNIMPLEMENTED
- * (integer dtypes). */
+ * a and b share a dtype. Floating dtypes run the GEMM kernels; integer dtypes (not bool) are
+ * built as sum(a[.., M, 1, K] * b^T[.., 1, N, K], -1) in that dtype (wrapping like torch; the
+ * product is fused into the reduction), so *out_vid may then be a reshape of a reduction.
+ * Errors: INVALID_ARGUMENT (shapes, dtypes), UNIMPLEMENTED (bool, or integer rank > 7). */
 kiln_status_t kiln_graph_matmul(kiln_graph_t* g, int a, int b, int* out_vid);
 /* beta * bias + alpha * matmul(a, b) (torch.addmm / baddbmm); bias (-1 = none) broadcasts to
- * the product's shape and has its dtype. */
+ * the product's shape and has its dtype. For integer dtypes alpha and beta are truncated to
+ * integers and the result is built from pointwise nodes around the integer matmul above. */
 kiln_status_t kiln_graph_addmm(kiln_graph_t* g, int bias, int a, int b, double beta, double alpha,
                                int* out_vid);
 

@@ -4,6 +4,7 @@
 #include "graph/graph_internal.h"
 #include "kiln/dtype.h"
 #include "kiln/kernels/elementwise.h"
+#include "kiln/kernels/reduce.h"
 
 #define BADARG(...) kiln_error(KILN_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -265,7 +266,98 @@ kiln_status_t kiln_graph_scan(kiln_graph_t* g, int op, int x, int dim, int out_d
 
 /* ---- linear algebra -------------------------------------------------------------------------- */
 
+/* Removes every node added after the graph had n0 nodes (undo of a multi-node builder). */
+static void rollback(kiln_graph_t* g, int n0) {
+  while (g->n_nodes > n0) gx_pop_node(g);
+}
+
+/* 1 if a and b are integer (not bool) operands of one dtype: matmul then has no GEMM kernel and
+ * is built from existing kernels instead. */
+static int int_operands(const kiln_graph_t* g, int a, int b) {
+  if (!g || !gx_valid_vid(g, a) || !gx_valid_vid(g, b)) return 0;
+  int dt = g->values[a].dtype;
+  return dt == g->values[b].dtype && !kiln_dtype_is_float((kiln_dtype_t)dt) &&
+         dt != KILN_DTYPE_BOOL;
+}
+
+/* Integer torch.matmul as sum(a[..., M, 1, K] * b^T[..., 1, N, K], -1) in the integer dtype
+ * (wrapping like torch). The compiler fuses the product into the reduction, so the [M, N, K]
+ * product is never materialized (rows up to the fused-reduction limit). */
+static kiln_status_t int_matmul(kiln_graph_t* g, int a, int b, int* out_vid) {
+  const char* what = "kiln_graph_matmul";
+  gx_value av = g->values[a], bv = g->values[b];
+  int dt = av.dtype;
+  if (av.ndim < 1 || bv.ndim < 1) return BADARG("%s: operands must have rank >= 1", what);
+  int64_t sa[KILN_MAX_DIMS + 1], sb[KILN_MAX_DIMS + 1];
+  int na = av.ndim, nb = bv.ndim, drop_m = 0, drop_n = 0;
+  memcpy(sa, av.shape, sizeof(int64_t) * (size_t)na);
+  memcpy(sb, bv.shape, sizeof(int64_t) * (size_t)nb);
+  if (na == 1) {
+    sa[1] = sa[0];
+    sa[0] = 1;
+    na = 2;
+    drop_m = 1;
+  }
+  if (nb == 1) {
+    sb[1] = 1;
+    nb = 2;
+    drop_n = 1;
+  }
+  int64_t K = sa[na - 1], M = sa[na - 2], N = sb[nb - 1];
+  if (sb[nb - 2] != K) {
+    char b1[200], b2[200];
+    return BADARG("%s: shapes %s and %s cannot be multiplied", what,
+                  gx_fmt_shape(b1, av.shape, av.ndim), gx_fmt_shape(b2, bv.shape, bv.ndim));
+  }
+  if (na + 1 > KILN_MAX_DIMS || nb + 1 > KILN_MAX_DIMS)
+    return kiln_error(KILN_ERROR_UNIMPLEMENTED, "%s: integer matmul of rank %d is not supported",
+                      what, na > nb ? na : nb);
+  int n0 = g->n_nodes;
+  kiln_status_t st;
+  int a2 = a, b2 = b, a3, bt, b3, prod, sum, res;
+  int64_t s3[KILN_MAX_DIMS];
+  int perm[KILN_MAX_DIMS];
+  if (av.ndim == 1 && (st = kiln_graph_reshape(g, a, 2, sa, &a2))) goto fail;
+  if (bv.ndim == 1) {
+    int64_t kb[2] = {K, 1};
+    if ((st = kiln_graph_reshape(g, b, 2, kb, &b2))) goto fail;
+  }
+  memcpy(s3, sa, sizeof(int64_t) * (size_t)(na - 1));
+  s3[na - 1] = 1;
+  s3[na] = K;
+  if ((st = kiln_graph_reshape(g, a2, na + 1, s3, &a3))) goto fail;
+  for (int i = 0; i < nb; i++) perm[i] = i;
+  perm[nb - 2] = nb - 1;
+  perm[nb - 1] = nb - 2;
+  if ((st = kiln_graph_permute(g, b2, perm, &bt))) goto fail;
+  memcpy(s3, sb, sizeof(int64_t) * (size_t)(nb - 2));
+  s3[nb - 2] = 1;
+  s3[nb - 1] = N;
+  s3[nb] = K;
+  if ((st = kiln_graph_reshape(g, bt, nb + 1, s3, &b3))) goto fail;
+  if ((st = kiln_graph_binary_ex(g, KILN_BINARY_MUL, a3, b3, 1.0, dt, dt, &prod))) goto fail;
+  int rank = g->values[prod].ndim;
+  if ((st = kiln_graph_reduce(g, KILN_REDUCE_SUM, prod, 1u << (rank - 1), 0, 0.0, dt, &sum)))
+    goto fail;
+  res = sum;
+  if (drop_m || drop_n) {
+    const gx_value* sv = &g->values[sum];
+    int64_t rs[KILN_MAX_DIMS];
+    int nr = sv->ndim - 2;
+    memcpy(rs, sv->shape, sizeof(int64_t) * (size_t)nr);
+    if (!drop_m) rs[nr++] = M;
+    if (!drop_n) rs[nr++] = N;
+    if ((st = kiln_graph_reshape(g, sum, nr, rs, &res))) goto fail;
+  }
+  *out_vid = res;
+  return KILN_OK;
+fail:
+  rollback(g, n0);
+  return st;
+}
+
 kiln_status_t kiln_graph_matmul(kiln_graph_t* g, int a, int b, int* out_vid) {
+  if (out_vid && int_operands(g, a, b)) return int_matmul(g, a, b, out_vid);
   int in[2] = {a, b};
   gx_spec s = spec(GX_OP_MATMUL, 2, in);
   return add1(g, &s, out_vid, "kiln_graph_matmul");
@@ -273,6 +365,44 @@ kiln_status_t kiln_graph_matmul(kiln_graph_t* g, int a, int b, int* out_vid) {
 
 kiln_status_t kiln_graph_addmm(kiln_graph_t* g, int bias, int a, int b, double beta, double alpha,
                                int* out_vid) {
+  if (out_vid && int_operands(g, a, b)) {
+    /* beta * bias + alpha * (a @ b) with integer scalars, as torch does for integer dtypes */
+    int dt = g->values[a].dtype;
+    if (bias >= 0 && (!gx_valid_vid(g, bias) || g->values[bias].dtype != dt))
+      return BADARG("kiln_graph_addmm: bias must have the operands' dtype");
+    int n0 = g->n_nodes;
+    int mm, sc, res;
+    kiln_status_t st = int_matmul(g, a, b, &mm);
+    if (st != KILN_OK) return st;
+    if (alpha != 1.0) {
+      if ((st = kiln_graph_scalar_i64(g, (int64_t)alpha, dt, &sc)) ||
+          (st = kiln_graph_binary_ex(g, KILN_BINARY_MUL, mm, sc, 1.0, dt, dt, &mm)))
+        goto fail;
+    }
+    res = mm;
+    if (bias >= 0 && beta != 0.0) {
+      const gx_value* bv = &g->values[bias];
+      const gx_value* mv = &g->values[mm];
+      if (!gx_broadcasts_to(bv->shape, bv->ndim, mv->shape, mv->ndim)) {
+        char b1[200], b2[200];
+        st = BADARG("kiln_graph_addmm: bias %s does not broadcast to %s",
+                    gx_fmt_shape(b1, bv->shape, bv->ndim), gx_fmt_shape(b2, mv->shape, mv->ndim));
+        goto fail;
+      }
+      int bb = bias;
+      if (beta != 1.0) {
+        if ((st = kiln_graph_scalar_i64(g, (int64_t)beta, dt, &sc)) ||
+            (st = kiln_graph_binary_ex(g, KILN_BINARY_MUL, bias, sc, 1.0, dt, dt, &bb)))
+          goto fail;
+      }
+      if ((st = kiln_graph_binary_ex(g, KILN_BINARY_ADD, bb, mm, 1.0, dt, dt, &res))) goto fail;
+    }
+    *out_vid = res;
+    return KILN_OK;
+  fail:
+    rollback(g, n0);
+    return st;
+  }
   int in[3] = {bias, a, b};
   gx_spec s = spec(GX_OP_ADDMM, 3, in);
   s.f[0] = beta;

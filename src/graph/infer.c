@@ -227,6 +227,7 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       if (s->sub < 0 || s->sub >= KILN_REDUCE_COUNT) return BADARG("%s: bad op %d", what, s->sub);
       if (!gx_valid_dtype(s->dtype)) return BADARG("%s: bad out dtype %d", what, s->dtype);
       uint64_t mask = (uint64_t)s->i[0];
+      if (x->ndim == 0 && mask == 1) mask = 0; /* dim 0 / -1 of a scalar, as torch allows */
       if (x->ndim < 32 && (mask >> x->ndim) != 0)
         return BADARG("%s: dim mask 0x%llx has a bit at or above rank %d", what,
                       (unsigned long long)mask, x->ndim);

@@ -151,7 +151,17 @@ KT_TEST(reduce_matmul_validation) {
   KT_CHECK(dt == KILN_DTYPE_I64 && nd == 2 && sh[0] == 4 && sh[1] == 1);
   KT_FAILS(BAD, kiln_graph_matmul(g, a, b, &v)); /* 3 vs 5 */
   KT_CHECK(strstr(kiln_status_message(), "[4, 3]") != NULL);
-  KT_FAILS(KILN_ERROR_UNIMPLEMENTED, kiln_graph_matmul(g, i, i, &v));
+  KT_FAILS(BAD, kiln_graph_matmul(g, i, i, &v)); /* integer path checks shapes too */
+  int bl;
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_BOOL, 2, sc, &bl));
+  int nv0 = kiln_graph_num_values(g);
+  KT_FAILS(KILN_ERROR_UNIMPLEMENTED, kiln_graph_matmul(g, bl, bl, &v));
+  KT_FAILS(BAD, kiln_graph_matmul(g, a, i, &v)); /* mixed dtypes */
+  KT_CHECK(kiln_graph_num_values(g) == nv0);
+  int s0;
+  KT_OK(kiln_graph_input(g, F32, 0, NULL, &s0));
+  KT_OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, s0, 1, 1, 0, F32, &v)); /* dim 0 of a scalar */
+  KT_FAILS(BAD, kiln_graph_reduce(g, KILN_REDUCE_SUM, s0, 2, 1, 0, F32, &v));
   KT_OK(kiln_graph_matmul(g, a, c, &v));
   KT_OK(kiln_graph_value_info(g, v, &dt, &nd, sh));
   KT_CHECK(nd == 2 && sh[0] == 4 && sh[1] == 2);

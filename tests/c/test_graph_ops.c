@@ -96,6 +96,64 @@ KT_TEST(argmax_and_keepdim) {
   free(x);
 }
 
+/* integer matmul / addmm / bmm (built from mul + sum) against a naive loop, with wraparound */
+KT_TEST(integer_matmul) {
+  int64_t as[3] = {2, 3, 5}, bs[2] = {5, 4}, cs[2] = {3, 4}, vs[1] = {5};
+  int64_t a[30], b[20], c[12], v[5];
+  for (int i = 0; i < 30; i++) a[i] = (i * 7919) % 23 - 11;
+  for (int i = 0; i < 20; i++) b[i] = (i * 104729) % 19 - 9;
+  for (int i = 0; i < 12; i++) c[i] = i - 6;
+  for (int i = 0; i < 5; i++) v[i] = INT64_MAX / 3 + i; /* overflows: wraps like torch */
+  a[0] = INT64_MAX;
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int va, vb, vc, vv, mm, am, mv, vm;
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 3, as, &va));
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 2, bs, &vb));
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 2, cs, &vc));
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 1, vs, &vv));
+  KT_OK(kiln_graph_matmul(g, va, vb, &mm));             /* [2, 3, 4] */
+  KT_OK(kiln_graph_addmm(g, vc, va, vb, 3.0, 2.0, &am)); /* 3c + 2 (a @ b) */
+  KT_OK(kiln_graph_matmul(g, va, vv, &mv));             /* [2, 3] */
+  KT_OK(kiln_graph_matmul(g, vv, vb, &vm));             /* [4] */
+  int dt, nd;
+  int64_t sh[8];
+  KT_OK(kiln_graph_value_info(g, mm, &dt, &nd, sh));
+  KT_CHECK(dt == KILN_DTYPE_I64 && nd == 3 && sh[0] == 2 && sh[1] == 3 && sh[2] == 4);
+  KT_OK(kiln_graph_value_info(g, vm, &dt, &nd, sh));
+  KT_CHECK(nd == 1 && sh[0] == 4);
+  KT_OK(kiln_graph_output(g, mm));
+  KT_OK(kiln_graph_output(g, am));
+  KT_OK(kiln_graph_output(g, mv));
+  KT_OK(kiln_graph_output(g, vm));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  KT_CHECK(gt_stats(e).n_reduce_fused >= 3);
+  int64_t omm[24], oam[24], omv[6], ovm[4];
+  void* ins[4] = {a, b, c, v};
+  void* outs[4] = {omm, oam, omv, ovm};
+  KT_OK(kiln_exec_run(e, 4, ins, 4, outs));
+  for (int p = 0; p < 2; p++)
+    for (int i = 0; i < 3; i++) {
+      uint64_t accv = 0;
+      for (int k = 0; k < 5; k++) accv += (uint64_t)a[p * 15 + i * 5 + k] * (uint64_t)v[k];
+      KT_CHECK(omv[p * 3 + i] == (int64_t)accv);
+      for (int j = 0; j < 4; j++) {
+        uint64_t acc = 0;
+        for (int k = 0; k < 5; k++) acc += (uint64_t)a[p * 15 + i * 5 + k] * (uint64_t)b[k * 4 + j];
+        KT_CHECK(omm[p * 12 + i * 4 + j] == (int64_t)acc);
+        KT_CHECK(oam[p * 12 + i * 4 + j] == (int64_t)(3 * (uint64_t)c[i * 4 + j] + 2 * acc));
+      }
+    }
+  for (int j = 0; j < 4; j++) {
+    uint64_t acc = 0;
+    for (int k = 0; k < 5; k++) acc += (uint64_t)v[k] * (uint64_t)b[k * 4 + j];
+    KT_CHECK(ovm[j] == (int64_t)acc);
+  }
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
 /* zero-size dims through fused groups, reductions, matmul and cat */
 KT_TEST(empty_tensors) {
   int64_t s[2] = {0, 7}, ms[2] = {7, 3};

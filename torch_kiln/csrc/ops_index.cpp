@@ -4,6 +4,10 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/eye.h>
+#include <ATen/ops/linspace.h>
+#include <ATen/ops/roll.h>
+#include <ATen/ops/scatter_reduce.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/flip.h>
 #include <ATen/ops/gather.h>
@@ -95,7 +99,6 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
 }
 
 Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad, Tensor& out) {
-  TORCH_CHECK(index_dtype(index), "gather(): Expected dtype int32/int64 for index");
   if (!all_describable({&self, &index}) || index.scalar_type() != at::kLong) return KILN_FALLBACK(gather_out, self, dim, index, sparse_grad, out);
   check_device(out, self);
   check_device(out, index);
@@ -111,8 +114,7 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sp
 
 // out = self (copied unless aliased), then scattered into in place.
 bool scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, double value,
-                  kiln_scatter_reduce_t reduce, Tensor& out) {
-  TORCH_CHECK(index_dtype(index), "scatter(): Expected dtype int32/int64 for index");
+                  kiln_scatter_reduce_t reduce, Tensor& out, bool include_self = true) {
   if (!all_describable({&self, &index}) || (src && !describable(*src)) || index.scalar_type() != at::kLong)
     return false;
   if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "scatter(): Expected self.dtype to be equal to src.dtype");
@@ -125,7 +127,8 @@ bool scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Te
   int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   kiln_tensor_t dout = describe(out), di = describe(index), ds;
   if (src) ds = describe(*src);
-  KILN_CHECK(kiln_kernel_scatter(&dout, static_cast<int>(d), &di, src ? &ds : nullptr, value, reduce, 1));
+  KILN_CHECK(kiln_kernel_scatter(&dout, static_cast<int>(d), &di, src ? &ds : nullptr, value, reduce,
+                                 include_self ? 1 : 0));
   return true;
 }
 
@@ -142,6 +145,76 @@ Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index, 
 Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
   if (scatter_impl(self, dim, index, &src, 0.0, KILN_SCATTER_ADD, out)) return out;
   return KILN_FALLBACK(scatter_add_out, self, dim, index, src, out);
+}
+
+kiln_scatter_reduce_t reduce_mode(c10::string_view r, bool two) {
+  if (two) {
+    if (r == "sum") return KILN_SCATTER_SUM;
+    if (r == "prod") return KILN_SCATTER_PROD;
+    if (r == "mean") return KILN_SCATTER_MEAN;
+    if (r == "amax") return KILN_SCATTER_AMAX;
+    if (r == "amin") return KILN_SCATTER_AMIN;
+    TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", r);
+  }
+  if (r == "add") return KILN_SCATTER_ADD;
+  if (r == "multiply") return KILN_SCATTER_MULTIPLY;
+  TORCH_CHECK(false, "reduce argument must be either add or multiply, got ", r);
+}
+
+Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                               c10::string_view reduce, bool include_self, Tensor& out) {
+  if (scatter_impl(self, dim, index, &src, 0.0, reduce_mode(reduce, true), out, include_self)) return out;
+  return KILN_FALLBACK(scatter_reduce_two_out, self, dim, index, src, reduce, include_self, out);
+}
+
+Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                           c10::string_view reduce, Tensor& out) {
+  if (scatter_impl(self, dim, index, &src, 0.0, reduce_mode(reduce, false), out)) return out;
+  return KILN_FALLBACK(scatter_reduce_out, self, dim, index, src, reduce, out);
+}
+
+Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const at::Scalar& value,
+                                 c10::string_view reduce, Tensor& out) {
+  if (scatter_impl(self, dim, index, nullptr, value.toDouble(), reduce_mode(reduce, false), out)) return out;
+  return KILN_FALLBACK(scatter_value_reduce_out, self, dim, index, value, reduce, out);
+}
+
+Tensor& eye_m_out(int64_t n, int64_t m, Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  if (!describable(out)) return KILN_FALLBACK(eye_m_out, n, m, out);
+  out.resize_({n, m});
+  if (out.numel() == 0) return out;
+  kiln_tensor_t d = describe(out);
+  KILN_CHECK(kiln_kernel_eye(&d));
+  return out;
+}
+
+Tensor& eye_out(int64_t n, Tensor& out) { return eye_m_out(n, n, out); }
+
+Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (!describable(out)) return KILN_FALLBACK(linspace_out, start, end, steps, out);
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  kiln_tensor_t d = describe(out);
+  KILN_CHECK(kiln_kernel_linspace(&d, start.toDouble(), end.toDouble()));
+  return out;
+}
+
+Tensor roll(const Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  TORCH_CHECK(dims.empty() || shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ",
+              shifts.size(), ", dims:", dims.size());
+  if (!describable(self)) return KILN_FALLBACK(roll, self, shifts, dims);
+  Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
+  if (out.numel() == 0) return out;
+  std::vector<int> d;
+  for (int64_t x : dims) d.push_back(static_cast<int>(at::maybe_wrap_dim(x, self.dim())));
+  kiln_tensor_t dx = describe(self), dout = describe(out);
+  KILN_CHECK(kiln_kernel_roll(&dx, shifts.data(), dims.empty() ? nullptr : d.data(), static_cast<int>(shifts.size()),
+                              &dout));
+  return out;
 }
 
 Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
@@ -373,6 +446,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter.src_out", scatter_src_out);
   m.impl("scatter.value_out", scatter_value_out);
   m.impl("scatter_add.out", scatter_add_out);
+  m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
+  m.impl("scatter.reduce_out", scatter_reduce_out);
+  m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
+  m.impl("eye.out", eye_out);
+  m.impl("eye.m_out", eye_m_out);
+  m.impl("linspace.out", linspace_out);
+  m.impl("roll", roll);
   m.impl("index_add.out", index_add_out);
   m.impl("index.Tensor", index);
   m.impl("_index_put_impl_", index_put_impl);
