@@ -5,7 +5,7 @@ What is checked
 1. ``test_opinfo_compiled_matches_eager``: for the PyTorch OpInfos whose op kiln's compiler lowers
    (an OpInfo name / aten_name matching an aten overload packet of ``lowering.LOWERINGS``, plus a
    few nn.functional composites that decompose to lowered ops), the first samples of
-   ``op.sample_inputs("cpu", dtype)`` are moved to kiln and run eagerly and through
+   ``op.sample_inputs_func(op, "cpu", dtype, False)`` (float32 3, float16/bfloat16/int64 1) are moved to kiln and run eagerly and through
    ``torch.compile(fn, backend="kiln", dynamic=False)`` (dynamo reset per compile; all samples of
    an OpInfo in one compiled function, rerun one by one if that fails or splits). Results must
    match: float32 rtol 1.3e-6 / atol 1e-5 (torch's defaults), float16/bfloat16 rtol/atol 1e-2,
@@ -76,8 +76,6 @@ def _lowered_names():
     for ov in LOWERINGS:
         n = ov.overloadpacket.__name__
         names |= {n, n.strip("_")}
-    names |= {"layer_norm" if "native_layer_norm" in names else "", "nll_loss"}
-    names.discard("")
     return names
 
 
@@ -268,9 +266,9 @@ def test_opinfo_compiled_matches_eager():
         print(f"  split: {k}: {m}")
     for f in failures:
         print("  FAIL:", f)
-    assert counts["ops"] >= 60, counts
-    assert counts["lowered"] >= counts["samples"] // 2, counts
     assert not failures, f"{len(failures)} compiled-vs-eager mismatches:\n" + "\n".join(failures)
+    assert counts["ops"] >= 60, counts  # the selection did not silently shrink
+    assert counts["lowered"] >= 0.8 * counts["samples"], counts  # and mostly compiles without splits
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 
 from . import _capi
 from ._capi import check, lib
-from .lowering import Unsupported, lower_graph, unsupported_reason
+from .lowering import Unsupported, lower_graph, replay_views, unsupported_reason
 
 log = logging.getLogger("torch_kiln.compile")
 
@@ -62,12 +62,14 @@ class KilnProgram:
             if _log_enabled():
                 print(f"[kiln] ==== {name}: IR before passes ====\n" + _capi.text(lib.kiln_graph_dump, b.g))
             self.exec = ctypes.c_void_p()
-            check(lib.kiln_graph_compile(b.g, ctypes.byref(self.exec)), "kiln_graph_compile")
+            if any(o[0] == "value" for o in self.outputs):
+                check(lib.kiln_graph_compile(b.g, ctypes.byref(self.exec)), "kiln_graph_compile")
         finally:
             b.close()
         self.compile_s = time.perf_counter() - t0
         st = _Stats()
-        check(lib.kiln_exec_stats(self.exec, ctypes.byref(st)), "kiln_exec_stats")
+        if self.exec:
+            check(lib.kiln_exec_stats(self.exec, ctypes.byref(st)), "kiln_exec_stats")
         self.stats = {n: getattr(st, n) for n in _STATS_FIELDS}
         self.stats["compile_s"] = self.compile_s
         self.name = name
@@ -75,7 +77,7 @@ class KilnProgram:
         self.n_out = sum(1 for o in self.outputs if o[0] == "value")
         self._in_arr = (ctypes.c_void_p * max(len(self.inputs), 1))()
         self._out_arr = (ctypes.c_void_p * max(self.n_out, 1))()
-        if _log_enabled():
+        if _log_enabled() and self.exec:
             print(f"[kiln] ==== {name}: after passes ====\n" + _capi.text(lib.kiln_exec_dump, self.exec, 4))
             d = os.environ.get("TORCH_KILN_LOG_DIR", "kiln_logs")
             os.makedirs(d, exist_ok=True)
@@ -110,9 +112,12 @@ class KilnProgram:
                 self._out_arr[k] = t.data_ptr()
                 k += 1
                 results.append(t)
+            elif o[0] == "alias":
+                results.append(replay_views(args[o[1]], o[2]))
             else:
                 results.append(o[1])
-        check(lib.kiln_exec_run(self.exec, len(self.inputs), self._in_arr, self.n_out, self._out_arr), self.name)
+        if self.n_out:
+            check(lib.kiln_exec_run(self.exec, len(self.inputs), self._in_arr, self.n_out, self._out_arr), self.name)
         return results
 
 

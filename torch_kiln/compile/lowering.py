@@ -680,6 +680,31 @@ def foldable_factory(node):
     return isinstance(v, torch.Tensor) and static_val(v) and v.numel() <= (1 << 20)
 
 
+_VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.permute.default, aten.t.default,
+             aten.transpose.int, aten.expand.default, aten.slice.Tensor, aten.select.int, aten.squeeze.dim,
+             aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default, aten.alias.default,
+             aten.detach.default}
+
+
+def _input_view_chain(o):
+    """[placeholder, view nodes...] if FX value `o` is a graph input or a chain of views of one."""
+    chain = []
+    n = o
+    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _VIEW_OPS:
+        chain.append(n)
+        n = n.args[0]
+    if isinstance(n, torch.fx.Node) and n.op == "placeholder":
+        return [n] + chain[::-1]
+    return None
+
+
+def replay_views(t, chain):
+    """Applies the recorded view nodes to tensor t (the runtime input they were traced from)."""
+    for n in chain:
+        t = n.target(t, *n.args[1:], **n.kwargs)
+    return t
+
+
 def lower_graph(gm):
     """Lowers gm outside any fake-tensor mode (constants are built for real); see _lower_graph."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -727,9 +752,15 @@ def _lower_graph(gm):
                 outs = []
                 res = node.args[0]
                 single = not isinstance(res, (tuple, list))
+                placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
                 for o in ([res] if single else res):
                     val = env[o] if isinstance(o, torch.fx.Node) else o
-                    if isinstance(val, _VID):
+                    chain = _input_view_chain(o)
+                    if chain is not None:
+                        # an input (or a view of one): returned as a view of the caller's tensor,
+                        # never copied, as eager autograd would save it
+                        outs.append(("alias", placeholders.index(chain[0]), chain[1:]))
+                    elif isinstance(val, _VID):
                         check(lib.kiln_graph_output(b.g, val), "output")
                         outs.append(("value", int(val), _meta(o)))
                     else:
