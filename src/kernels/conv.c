@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/half.h"
+#include "kernels/cnn_util.h"
 #include "kiln/kernels/conv.h"
 #include "kiln/kernels/gemm.h"
 #include "kiln/parallel.h"
@@ -30,31 +30,8 @@ static int64_t chunk_floats(void) {
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
-static const char* shp(const kiln_tensor_t* t, char* buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < t->ndim && n < cap; i++)
-    n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
-  return buf;
-}
 
-static inline double ld_elem(const char* p, kiln_dtype_t dt) {
-  switch (dt) {
-    case KILN_DTYPE_F32: return *(const float*)p;
-    case KILN_DTYPE_F64: return *(const double*)p;
-    case KILN_DTYPE_F16: return kiln_f16_to_f32(*(const uint16_t*)p);
-    default: return kiln_bf16_to_f32(*(const uint16_t*)p);
-  }
-}
 
-static inline void st_elem(char* p, kiln_dtype_t dt, double v) {
-  switch (dt) {
-    case KILN_DTYPE_F32: *(float*)p = (float)v; break;
-    case KILN_DTYPE_F64: *(double*)p = v; break;
-    case KILN_DTYPE_F16: *(uint16_t*)p = kiln_f32_to_f16((float)v); break;
-    default: *(uint16_t*)p = kiln_f32_to_bf16((float)v); break;
-  }
-}
 
 /* dst[i] = src[i*step] (element step) converted to f32 (src f32, f16 or bf16). */
 static void load_run(const char* src, int64_t step, kiln_dtype_t dt, int64_t n, float* dst) {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/half.h"
+#include "kernels/cnn_util.h"
 #include "kiln/kernels/conv.h"
 #include "kiln/parallel.h"
 
@@ -31,13 +31,6 @@ typedef struct pool_ctx {
   atomic_int bad_index;
 } pool_ctx_t;
 
-static const char* shp(const kiln_tensor_t* t, char* buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < t->ndim && n < cap; i++)
-    n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
-  return buf;
-}
 
 /* Element offset of plane i of a 3-D or 4-D tensor. */
 static inline int64_t plane_off(const kiln_tensor_t* t, int64_t i, int64_t C) {
