@@ -67,7 +67,7 @@ def load_lib(path=LIB_PATH):
 @pytest.fixture(scope="module")
 def lib():
     if not os.path.exists(LIB_PATH):
-        pytest.skip(f"{LIB_PATH} not built")
+        pytest.fail(f"{LIB_PATH} not built: run `make build` (a missing library is a failure, not a skip)")
     return load_lib()
 
 

@@ -41,7 +41,7 @@ PD = ctypes.POINTER(ctypes.c_double)
 @pytest.fixture(scope="module")
 def lib():
     if not os.path.exists(LIB_PATH):
-        pytest.skip(f"{LIB_PATH} not built")
+        pytest.fail(f"{LIB_PATH} not built: run `make build` (a missing library is a failure, not a skip)")
     lib = ctypes.CDLL(LIB_PATH)
     lib.kiln_kernel_fused_adamw.argtypes = [I, PP, PP, PP, PP, PP, PD, D, D, D, D, D, I, I, I,
                                             PF, PF]
