@@ -27,8 +27,8 @@
  *   void* ins[3] = {xdata, wdata, bdata}; void* outs[1] = {ydata};
  *   KILN_RETURN_IF_ERROR(kiln_exec_run(e, 3, ins, 1, outs));
  *
- * Thread safety: a graph must not be used from two threads at once. An exec owns one arena, so
- * kiln_exec_run calls on the same exec must not overlap; different execs are independent.
+ * Thread safety: a graph must not be used from two threads at once. Runs of one exec must not
+ * overlap (a run binds the exec's descriptors to its buffers); different execs are independent.
  */
 #ifndef KILN_GRAPH_H
 #define KILN_GRAPH_H
@@ -258,7 +258,8 @@ enum {
 };
 
 /* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs
- * the passes, plans memory and allocates the arena and scratch once. The graph must have at
+ * the passes, plans memory (one arena for all intermediates) and allocates the interpreter
+ * scratch; the arena itself is bound per run (kiln_exec_run_workspace). The graph must have at
  * least one output. The caller owns *out (kiln_exec_destroy). Errors: INVALID_ARGUMENT (no
  * outputs, NULL argument), OUT_OF_MEMORY. */
 kiln_status_t kiln_graph_compile(const kiln_graph_t* g, kiln_exec_t** out);
@@ -270,12 +271,29 @@ void kiln_exec_destroy(kiln_exec_t* e);
 /* Runs the program. inputs[i] is a contiguous host buffer of input i's declared shape and dtype
  * (borrowed, only read); outputs[k] a caller-allocated contiguous buffer for output k, fully
  * written (also when the output is a view of an input or a constant). Buffers must not overlap
- * each other. No allocation and no locking on this path beyond what the kernels do themselves.
- * Errors: INVALID_ARGUMENT (wrong counts, NULL buffer with elements), then the first kernel
+ * each other. The first call allocates the exec's own arena (kiln_exec_workspace_size bytes,
+ * kept until kiln_exec_destroy); after that no allocation and no locking on this path beyond
+ * what the kernels do themselves. Errors: INVALID_ARGUMENT (wrong counts, NULL buffer with
+ * elements), OUT_OF_MEMORY (the first call's arena), then the first kernel
  * error (e.g. OUT_OF_RANGE for an embedding index) with its message; outputs are then
  * unspecified. */
 kiln_status_t kiln_exec_run(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
                             void* const* outputs);
+
+/* Bytes of workspace one run needs for its intermediates (the planned arena; 0 when every value
+ * lives in inputs, outputs or constants). 0 for NULL. */
+int64_t kiln_exec_workspace_size(const kiln_exec_t* e);
+
+/* kiln_exec_run with the intermediates placed in a caller-owned workspace of at least
+ * kiln_exec_workspace_size(e) bytes, 64-byte aligned (borrowed for the call; contents on entry
+ * do not matter and are garbage afterwards). A framework allocates it from its device allocator
+ * per call, so a program holds no memory between runs and the allocator's statistics see the
+ * intermediates. An exec only ever run this way never allocates its own arena. Workspace may be
+ * NULL when the size is 0. Errors: kiln_exec_run's, and INVALID_ARGUMENT for a missing, small
+ * or misaligned workspace. */
+kiln_status_t kiln_exec_run_workspace(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
+                                      void* const* outputs, void* workspace,
+                                      int64_t workspace_bytes);
 
 /* Counters describing what the compiler did. All fields are int64_t; fields are only appended. */
 typedef struct kiln_exec_stats {

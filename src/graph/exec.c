@@ -202,6 +202,7 @@ void kiln_exec_destroy(kiln_exec_t* e) {
   gx_free(&a, e->out_t);
   gx_free(&a, e->bufs);
   gx_free(&a, e->arena);
+  gx_free(&a, e->arena_off);
   gx_free(&a, e->scratch);
   gx_free(&a, e);
 }
@@ -281,9 +282,31 @@ static kiln_status_t run_step(kiln_exec_t* e, const gx_step* s) {
   return gx_run_node(g, n, in, out);
 }
 
+int64_t kiln_exec_workspace_size(const kiln_exec_t* e) { return e ? e->arena_bytes : 0; }
+
 kiln_status_t kiln_exec_run(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
                             void* const* outputs) {
   if (!e) return BADARG("kiln_exec_run: NULL exec");
+  if (e->arena_bytes > 0 && !e->arena) {
+    e->arena = kiln_allocator_alloc(&e->alloc, (size_t)e->arena_bytes, GX_ALIGN);
+    if (!e->arena)
+      return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_run: cannot allocate a %lld-byte arena",
+                        (long long)e->arena_bytes);
+  }
+  return kiln_exec_run_workspace(e, n_in, inputs, n_out, outputs, e->arena, e->arena_bytes);
+}
+
+kiln_status_t kiln_exec_run_workspace(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
+                                      void* const* outputs, void* workspace,
+                                      int64_t workspace_bytes) {
+  if (!e) return BADARG("kiln_exec_run: NULL exec");
+  if (e->arena_bytes > 0) {
+    if (!workspace || workspace_bytes < e->arena_bytes)
+      return BADARG("kiln_exec_run: the workspace has %lld bytes, the program needs %lld",
+                    workspace ? (long long)workspace_bytes : 0LL, (long long)e->arena_bytes);
+    if (((uintptr_t)workspace & (GX_ALIGN - 1)) != 0)
+      return BADARG("kiln_exec_run: the workspace is not %d-byte aligned", GX_ALIGN);
+  }
   const kiln_graph_t* g = e->wg;
   if (n_in != g->n_inputs)
     return BADARG("kiln_exec_run: %d inputs given, the program takes %d", n_in, g->n_inputs);
@@ -298,12 +321,20 @@ kiln_status_t kiln_exec_run(kiln_exec_t* e, int n_in, void* const* inputs, int n
       return BADARG("kiln_exec_run: output %d is NULL", k);
     e->out_t[k].data = outputs[k];
   }
-  /* bind caller buffers: only values living in inputs / outputs change between runs */
+  /* bind caller buffers: values living in inputs / outputs, and arena values when the
+   * workspace moved since the last run */
+  char* arena = e->arena_bytes > 0 ? (char*)workspace : NULL;
+  int rebind = arena != e->bound_arena;
+  e->bound_arena = arena;
   for (int v = 0; v < g->n_values; v++) {
     if (!e->v_used[v]) continue;
     const gx_value* val = &g->values[v];
     int r = val->root;
     int cls = e->st_cls[r];
+    if (cls == GX_ST_ARENA) {
+      if (rebind && arena) e->vt[v].data = arena + e->arena_off[v];
+      continue;
+    }
     if (cls != GX_ST_INPUT && cls != GX_ST_OUTPUT) continue;
     char* base = cls == GX_ST_INPUT ? (char*)inputs[e->st_idx[r]] : (char*)outputs[e->st_idx[r]];
     e->vt[v].data = base ? base + val->offset * (int64_t)kiln_dtype_size((kiln_dtype_t)val->dtype)

@@ -247,8 +247,10 @@ struct kiln_exec {
   kiln_tensor_t* out_t; /* per-output contiguous descriptors (data = caller's buffer) */
   gx_buffer* bufs;
   int n_bufs;
-  char* arena;
-  int64_t arena_bytes;
+  char* arena;         /* the exec's own arena (first kiln_exec_run), NULL until then */
+  int64_t arena_bytes; /* bytes of intermediates per run (kiln_exec_workspace_size) */
+  int64_t* arena_off;  /* per arena value: byte offset of its data in the arena */
+  char* bound_arena;   /* the arena the descriptors in vt point into (NULL = none yet) */
   char* scratch;
   int64_t scratch_per_thread;
   int n_threads;

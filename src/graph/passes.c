@@ -12,7 +12,12 @@
 
 /* ---- order and uses -------------------------------------------------------------------------- */
 
-static kiln_status_t topo(const kiln_graph_t* g, int all, int** order_out, int* n_out) {
+/* DFS post-order. Seeds: the output-producing nodes (all == 0), or every node in index order
+ * (all == 1), or every node in index order whose `only` flag is set (all == 2). Seeding in index
+ * order keeps the order in which the graph was built (for FX graphs: the program order, which
+ * keeps few values alive at once) wherever dependencies allow. */
+static kiln_status_t topo_ex(const kiln_graph_t* g, int all, const char* only, int** order_out,
+                             int* n_out) {
   const kiln_allocator_t* a = &g->alloc;
   int N = g->n_nodes;
   int* order = gx_alloc(a, sizeof(int) * (size_t)(N + 1));
@@ -30,7 +35,7 @@ static kiln_status_t topo(const kiln_graph_t* g, int all, int** order_out, int* 
   int n_seeds = all ? N : g->n_outputs;
   for (int si = 0; si < n_seeds; si++) {
     int seed = all ? si : g->values[g->outputs[si]].node;
-    if (g->nodes[seed].dead || state[seed]) continue;
+    if (g->nodes[seed].dead || state[seed] || (all == 2 && !only[seed])) continue;
     int sp = 0;
     stack[sp] = seed;
     next[sp] = 0;
@@ -61,6 +66,27 @@ static kiln_status_t topo(const kiln_graph_t* g, int all, int** order_out, int* 
   *order_out = order;
   *n_out = n;
   return KILN_OK;
+}
+
+static kiln_status_t topo(const kiln_graph_t* g, int all, int** order_out, int* n_out) {
+  return topo_ex(g, all, NULL, order_out, n_out);
+}
+
+/* The live nodes (those reachable from the outputs) in build order, dependencies first. */
+static kiln_status_t topo_build_order(const kiln_graph_t* g, int** order_out, int* n_out) {
+  int* live_order;
+  int n;
+  KILN_RETURN_IF_ERROR(topo(g, 0, &live_order, &n));
+  char* live = gx_calloc(&g->alloc, (size_t)g->n_nodes + 1, 1);
+  if (!live) {
+    gx_free(&g->alloc, live_order);
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: out of memory (topological order)");
+  }
+  for (int i = 0; i < n; i++) live[live_order[i]] = 1;
+  gx_free(&g->alloc, live_order);
+  kiln_status_t st = topo_ex(g, 2, live, order_out, n_out);
+  gx_free(&g->alloc, live);
+  return st;
 }
 
 kiln_status_t gx_topo_order(const kiln_graph_t* g, int** order, int* n) {
@@ -364,7 +390,10 @@ kiln_status_t gx_pass_views(kiln_exec_t* e) {
   kiln_graph_t* g = e->wg;
   int* order;
   int n;
-  KILN_RETURN_IF_ERROR(topo(g, (e->flags & KILN_COMPILE_NO_DCE) != 0, &order, &n));
+  if (e->flags & KILN_COMPILE_NO_DCE)
+    KILN_RETURN_IF_ERROR(topo(g, 1, &order, &n));
+  else
+    KILN_RETURN_IF_ERROR(topo_build_order(g, &order, &n));
   /* room for one inserted copy per node */
   int* out = gx_alloc(&g->alloc, sizeof(int) * (size_t)(2 * n + 1));
   if (!out) {

@@ -233,13 +233,14 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
   e->vt = gx_calloc(a, (size_t)NV + 1, sizeof(kiln_tensor_t));
   e->out_t = gx_calloc(a, (size_t)g->n_outputs + 1, sizeof(kiln_tensor_t));
   e->bufs = gx_calloc(a, (size_t)NV + 1, sizeof(gx_buffer));
+  e->arena_off = gx_calloc(a, (size_t)NV + 1, sizeof(int64_t));
   live_t L;
   L.buf_of = gx_alloc(a, sizeof(int) * (size_t)(NV + 1));
   L.first = gx_alloc(a, sizeof(int) * (size_t)(NV + 1));
   L.last = gx_alloc(a, sizeof(int) * (size_t)(NV + 1));
   int* out_copy = gx_calloc(a, (size_t)g->n_outputs + 1, sizeof(int));
   kiln_status_t st = KILN_OK;
-  if (!e->steps || !e->st_cls || !e->st_idx || !e->v_used || !e->vt || !e->out_t || !e->bufs ||
+  if (!e->steps || !e->st_cls || !e->st_idx || !e->v_used || !e->vt || !e->out_t || !e->bufs || !e->arena_off ||
       !L.buf_of || !L.first || !L.last || !out_copy) {
     st = kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: out of memory (plan)");
     goto done;
@@ -393,15 +394,8 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
   st = place(e);
   if (st != KILN_OK) goto done;
 
-  /* 6. memory */
-  if (e->arena_bytes > 0) {
-    e->arena = kiln_allocator_alloc(a, (size_t)e->arena_bytes, GX_ALIGN);
-    if (!e->arena) {
-      st = kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: cannot allocate a %lld-byte arena",
-                      (long long)e->arena_bytes);
-      goto done;
-    }
-  }
+  /* 6. memory: the arena is bound per run (kiln_exec_run_workspace, or the exec's own arena,
+   * allocated by the first kiln_exec_run); only the interpreter scratch is allocated here. */
   e->n_threads = kiln_threadpool_size(kiln_threadpool_default());
   if (e->n_threads < 1) e->n_threads = 1;
   int64_t per = 0;
@@ -430,8 +424,8 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
       char* base = g->nodes[g->values[r].node].data;
       e->vt[v].data = base ? base + off : g_empty;
     } else if (e->st_cls[r] == GX_ST_ARENA) {
-      char* base = e->arena ? e->arena + e->bufs[e->st_idx[r]].offset : g_empty;
-      e->vt[v].data = base + off;
+      e->arena_off[v] = e->bufs[e->st_idx[r]].offset + off;
+      e->vt[v].data = g_empty; /* rebound to the run's arena when it has bytes */
     }
   }
   for (int k = 0; k < g->n_outputs; k++) {

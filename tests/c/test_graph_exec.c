@@ -754,4 +754,56 @@ KT_TEST(repeat_runs_identical) {
   free(w);
 }
 
+/* caller workspaces: same results as the exec's own arena, moving between runs, and a missing,
+ * short or misaligned workspace is an error (not a crash, not a write outside it). */
+KT_TEST(run_with_workspace) {
+  int64_t s[2] = {48, 80}, ws[2] = {80, 40};
+  float* x = gt_randf(48 * 80);
+  float* w = gt_randf(80 * 40);
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int vx, vw, m, sm, y, r;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &vx));
+  KT_OK(kiln_graph_input(g, F32, 2, ws, &vw));
+  KT_OK(kiln_graph_matmul(g, vx, vw, &m));
+  KT_OK(kiln_graph_softmax(g, m, 1, 0, -1, &sm));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_SILU, sm, F32, &y));
+  KT_OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, y, 2u, 0, 0.0, F32, &r));
+  KT_OK(kiln_graph_output(g, y));
+  KT_OK(kiln_graph_output(g, r));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  int64_t need = kiln_exec_workspace_size(e);
+  KT_CHECK(need > 0);
+  KT_CHECK(need == gt_stats(e).arena_bytes);
+  KT_CHECK(kiln_exec_workspace_size(NULL) == 0);
+  float ref_y[48 * 40], ref_r[48], out_y[48 * 40], out_r[48];
+  void* ins[2] = {x, w};
+  void* outs[2] = {ref_y, ref_r};
+  KT_OK(kiln_exec_run(e, 2, ins, 2, outs));
+  outs[0] = out_y;
+  outs[1] = out_r;
+  char* block = aligned_alloc(64, (size_t)(need + 192));
+  for (int rep = 0; rep < 4; rep++) {
+    char* wsp = block + 64 * (rep % 3); /* a different (aligned) workspace each run */
+    memset(wsp, rep * 37, (size_t)need);
+    memset(out_y, 0xff, sizeof out_y);
+    KT_OK(kiln_exec_run_workspace(e, 2, ins, 2, outs, wsp, need));
+    KT_CHECK(memcmp(out_y, ref_y, sizeof out_y) == 0);
+    KT_CHECK(memcmp(out_r, ref_r, sizeof out_r) == 0);
+  }
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_exec_run_workspace(e, 2, ins, 2, outs, NULL, 0));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_exec_run_workspace(e, 2, ins, 2, outs, block, need - 1));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_exec_run_workspace(e, 2, ins, 2, outs, block + 8, need));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_exec_run_workspace(NULL, 2, ins, 2, outs, block, need));
+  /* the exec's own arena still works after caller workspaces */
+  KT_OK(kiln_exec_run(e, 2, ins, 2, outs));
+  KT_CHECK(memcmp(out_y, ref_y, sizeof out_y) == 0);
+  free(block);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+  free(x);
+  free(w);
+}
+
 KT_MAIN()

@@ -99,6 +99,8 @@ _SIGS = {
     "kiln_graph_compile_ex": [c_void_p, c_int, P(c_void_p)],
     "kiln_exec_destroy": [c_void_p],
     "kiln_exec_run": [c_void_p, c_int, P(c_void_p), c_int, P(c_void_p)],
+    "kiln_exec_run_workspace": [c_void_p, c_int, P(c_void_p), c_int, P(c_void_p), c_void_p, c_int64],
+    "kiln_exec_workspace_size": [c_void_p],
     "kiln_exec_dump": [c_void_p, c_int, ctypes.c_char_p, c_size_t, P(c_size_t)],
     "kiln_graph_dump": [c_void_p, ctypes.c_char_p, c_size_t, P(c_size_t)],
     "kiln_exec_dump_svg": [c_void_p, ctypes.c_char_p, c_size_t, P(c_size_t)],
@@ -113,7 +115,7 @@ for _name, _args in _SIGS.items():
         missing.append(_name)
         continue
     _f.argtypes = _args
-    _f.restype = None if _name.endswith("_destroy") else c_int
+    _f.restype = None if _name.endswith("_destroy") else c_int64 if _name.endswith("_size") else c_int
 
 lib.kiln_status_message.restype = ctypes.c_char_p
 lib.kiln_status_message.argtypes = []

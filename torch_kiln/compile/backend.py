@@ -22,6 +22,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._decomp import core_aten_decompositions
 from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import _capi
 from ._capi import check, lib
@@ -75,6 +76,13 @@ class KilnProgram:
         self.name = name
         compiled_programs.append(self)
         self.n_out = sum(1 for o in self.outputs if o[0] == "value")
+        # Intermediates live in a workspace taken from the device's allocator per call (freed when
+        # the call returns), so a program holds no memory between calls, the forward's arena is
+        # back in the cache before the backward runs, and torch.kiln.memory_* statistics see it.
+        self.workspace_bytes = lib.kiln_exec_workspace_size(self.exec) if self.exec else 0
+        dev = (self.inputs[0].device if self.inputs else
+               next((o[2].device for o in self.outputs if o[0] == "value"), torch.device("cpu")))
+        self.workspace_device = dev
         self._in_arr = (ctypes.c_void_p * max(len(self.inputs), 1))()
         self._out_arr = (ctypes.c_void_p * max(self.n_out, 1))()
         if _log_enabled() and self.exec:
@@ -114,10 +122,18 @@ class KilnProgram:
                 results.append(t)
             elif o[0] == "alias":
                 results.append(replay_views(args[o[1]], o[2]))
+            elif o[0] == "zeros":
+                results.append(torch.zeros(o[1].shape, dtype=o[1].dtype, device=self.workspace_device))
             else:
                 results.append(o[1])
         if self.n_out:
-            check(lib.kiln_exec_run(self.exec, len(self.inputs), self._in_arr, self.n_out, self._out_arr), self.name)
+            ws, ws_ptr = None, None
+            if self.workspace_bytes:
+                ws = torch.empty(self.workspace_bytes + 64, dtype=torch.uint8, device=self.workspace_device)
+                ws_ptr = (ws.data_ptr() + 63) & ~63  # allocators align to 64 already; be sure
+            check(lib.kiln_exec_run_workspace(self.exec, len(self.inputs), self._in_arr, self.n_out, self._out_arr,
+                                              ws_ptr, self.workspace_bytes), self.name)
+            del ws
         return results
 
 
@@ -209,4 +225,8 @@ def _decompositions():
     return decomp
 
 
-kiln_backend = aot_autograd(fw_compiler=_fw, bw_compiler=_bw, decompositions=_decompositions())
+# The min-cut partitioner (Inductor's) saves fewer activations for backward and recomputes cheap
+# pointwise chains there instead; kiln fuses the recomputation into the backward's kernels. With
+# the default partitioner a compiled train step held ~30% more memory than eager.
+kiln_backend = aot_autograd(fw_compiler=_fw, bw_compiler=_bw, decompositions=_decompositions(),
+                            partition_fn=min_cut_rematerialization_partition)

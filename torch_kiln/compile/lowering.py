@@ -705,6 +705,14 @@ def replay_views(t, chain):
     return t
 
 
+def _is_unused_rng_state(o):
+    """True for the philox seed / offset outputs (6, 7) of the fused attention op."""
+    return (isinstance(o, torch.fx.Node) and o.target is operator.getitem and o.args[1] in (6, 7) and
+            isinstance(o.args[0], torch.fx.Node) and
+            o.args[0].target is aten._scaled_dot_product_fused_attention_overrideable.default and
+            isinstance(_meta(o), torch.Tensor))
+
+
 def lower_graph(gm):
     """Lowers gm outside any fake-tensor mode (constants are built for real); see _lower_graph."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -716,7 +724,8 @@ def _lower_graph(gm):
     """Lowers every node of `gm` (all supported) into a new kiln graph.
 
     Returns (builder, input_meta, output_meta, single) where output_meta lists, per FX output,
-    ('value', vid, meta) or ('const', python value); single is True when the graph returns one
+    ('value', vid, meta), ('alias', input index, view chain), ('zeros', meta) for an
+    rng-state placeholder or ('const', python value); single is True when the graph returns one
     value rather than a tuple."""
     b = GraphBuilder()
     env = {}
@@ -763,6 +772,10 @@ def _lower_graph(gm):
                     elif isinstance(val, _VID):
                         check(lib.kiln_graph_output(b.g, val), "output")
                         outs.append(("value", int(val), _meta(o)))
+                    elif val is None and _is_unused_rng_state(o):
+                        # attention's philox seed / offset: kiln's fused attention has no dropout
+                        # and its backward ignores them; aot still saves them as tensors
+                        outs.append(("zeros", _meta(o)))
                     else:
                         outs.append(("const", val))
                 return b, inputs, outs, single

@@ -5,6 +5,7 @@
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable_backward.h>
+#include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -27,10 +28,12 @@ bool sdpa_dtype(const Tensor& t) {
 
 int64_t fused_sdp_choice(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
                          double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  // sym_size: this also runs on fake (traced) tensors, whose sizes may be symbolic
   bool ok = q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && dropout_p == 0.0 && sdpa_dtype(q) &&
             q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type() &&
-            q.size(0) == k.size(0) && k.size(0) == v.size(0) && q.size(1) == k.size(1) && k.size(1) == v.size(1) &&
-            q.size(3) == k.size(3) && k.size(2) == v.size(2) && all_describable({&q, &k, &v});
+            q.sym_size(0) == k.sym_size(0) && k.sym_size(0) == v.sym_size(0) && q.sym_size(1) == k.sym_size(1) &&
+            k.sym_size(1) == v.sym_size(1) && q.sym_size(3) == k.sym_size(3) && k.sym_size(2) == v.sym_size(2) &&
+            all_describable({&q, &k, &v});
   if (ok && mask.has_value() && mask->defined()) {
     const Tensor& m = *mask;
     ok = !m.requires_grad() && describable(m) && (m.scalar_type() == at::kBool || m.scalar_type() == q.scalar_type()) &&
@@ -99,3 +102,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace torch_kiln
+
+// F.scaled_dot_product_attention (CompositeImplicit) asks the device's _fused_sdp_choice_stub, not
+// the dispatcher op, which backend to run: without this, kiln (eager and traced) always got "math".
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_kiln::fused_sdp_choice)
+}  // namespace at::native
