@@ -20,6 +20,7 @@ What is checked
 5. TORCH_KILN_LOG=graph prints the IR dumps and writes an SVG.
 6. A new input shape recompiles and stays correct.
 7. An op kiln does not lower splits the graph, with a message naming the op, results correct.
+8. Symbolic shapes (automatic dynamic, dynamic=True): compiled per concrete shape, fwd+bwd, cached.
 """
 import copy
 import os
@@ -435,3 +436,42 @@ def test_graph_split_at_unlowered_op(name):
     splits = graph_splits[n_split:]
     assert splits and any(name in m for m in splits), splits
     assert len(compiled_programs) >= n_prog + 1, "the lowerable regions around the split were not compiled"
+
+
+@pytest.mark.parametrize("mode", ["automatic", "dynamic=True"])
+def test_symbolic_shapes_specialize_per_shape(mode):
+    """Graphs dynamo traces with symbolic sizes (automatic dynamic after a second shape, or
+    dynamic=True) are compiled per concrete shape, forward and backward, never run eagerly."""
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(16, 8).to(KILN)
+
+    def fn(x):
+        return (torch.softmax(lin(x), dim=-1) * 2 - x.mean()).square().sum()
+
+    cf = torch.compile(fn, backend="kiln", dynamic=True if mode == "dynamic=True" else None)
+    n_prog, n_split = len(compiled_programs), len(graph_splits)
+    batches = (4, 7, 9, 7, 4)
+    for batch in batches:
+        x = torch.randn(batch, 16).to(KILN).requires_grad_()
+        x_ref = x.detach().clone().requires_grad_()
+        lin.zero_grad()
+        got = cf(x)
+        got.backward()
+        g_w, g_x = lin.weight.grad.cpu(), x.grad.cpu()
+        lin.zero_grad()
+        want = fn(x_ref)
+        want.backward()
+        torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g_x, x_ref.grad.cpu(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g_w, lin.weight.grad.cpu(), rtol=1e-5, atol=1e-5)
+    assert graph_splits[n_split:] == [], graph_splits[n_split:]
+    progs = compiled_programs[n_prog:]
+    # a forward and a backward program per distinct batch size (automatic mode: plus the static
+    # programs of the first shape, compiled before dynamo marks the size dynamic)
+    extra = 2 if mode == "automatic" else 0
+    assert len(progs) == 2 * len(set(batches)) + extra, [p.name for p in progs]
+    for batch in batches:  # every shape seen is now cached: no new programs
+        cf(torch.randn(batch, 16).to(KILN).requires_grad_()).backward()
+    assert len(compiled_programs) == n_prog + len(progs), [p.name for p in compiled_programs[n_prog:]]
+    shapes = {tuple(i.shape) for p in progs for i in p.inputs}
+    assert {(4, 16), (7, 16), (9, 16)} <= shapes, shapes

@@ -12,6 +12,7 @@ import ctypes
 import math
 import os
 import pathlib
+import zlib
 
 import pytest
 import torch
@@ -116,7 +117,8 @@ def kiln_binary(op, a, b, compute, out_dtype, alpha=1.0, shape=None):
 
 
 def rand(shape, dtype, lo=-4.0, hi=4.0, gen=None):
-    g = gen or torch.Generator().manual_seed(hash((tuple(shape), str(dtype), lo, hi)) & 0xffff)
+    g = gen or torch.Generator().manual_seed(  # deterministic: str hashes vary per process
+        zlib.crc32(repr((tuple(shape), str(dtype), lo, hi)).encode()) & 0xffff)
     if dtype == torch.bool:
         return torch.rand(shape, generator=g) > 0.5
     if dtype.is_floating_point:
@@ -169,6 +171,18 @@ def with_specials(x):
 
 
 # ---------------------------------------------------------------- unary
+def torch_ref(name, fn, x):
+    """fn(x), except for f32 GELU, where torch's AVX2 kernel is the less accurate side: it is off by up
+    to 1.2e-6 absolute (0.7% relative in the negative tail) and returns NaN at +inf. There the
+    reference is torch's f64 GELU rounded to f32 (kiln is within 4e-7 of it and returns +inf)."""
+    if name == "GELU" and x.dtype == torch.float32:
+        return fn(x.double()).float()
+    want = fn(x)
+    if name == "GELU" and x.dtype.is_floating_point:  # half types: same NaN at +inf
+        want = torch.where(x == float("inf"), torch.full_like(want, float("inf")), want)
+    return want
+
+
 # name: (torch fn, domain (lo, hi), int ok, exact, params)
 F = torch.nn.functional
 UNARY = {
@@ -238,7 +252,7 @@ def test_unary(name):
             x = make(rand(shape, dt, lo, hi))
             if dt.is_floating_point and x.numel() >= 1000:
                 x = with_specials(x.contiguous())
-            want = fn(x)
+            want = torch_ref(name, fn, x)
             got = kiln_unary(name, x, want.dtype if want.dtype != torch.bool else x.dtype,
                              want.dtype)
             r, a = tol(want.dtype, loose=not exact)

@@ -8,7 +8,8 @@ Nodes kiln cannot lower split the graph: the lowerable regions become compiled k
 the rest runs eagerly on the kiln device; every split is logged with its reason (logger
 "torch_kiln.compile", and printed under TORCH_KILN_LOG=graph). Shapes are static per compiled
 program; dynamo's guards recompile for new shapes, and a graph that arrives with symbolic shapes
-runs its nodes eagerly (logged) rather than being compiled wrongly.
+(dynamo's automatic dynamic shapes after a second shape, or dynamic=True) is specialized per
+concrete call signature: re-traced with those sizes and compiled once per signature (cached).
 
 TORCH_KILN_LOG=graph prints, per compiled program, the IR before and after the passes, the fused
 groups and the memory plan, and writes an SVG picture to TORCH_KILN_LOG_DIR (default ./kiln_logs).
@@ -149,26 +150,75 @@ def _compile_fx(gm, example_inputs, kind):
         r = unsupported_reason(node)
         if r is not None:
             reasons.setdefault(r, []).append(node.name)
-    dynamic = any(isinstance(getattr(n.meta.get("val"), "shape", None), torch.Size) and
-                  not all(isinstance(s, int) for s in n.meta["val"].shape)
+    dynamic = any(isinstance(n.meta.get("val"), torch.SymInt) or
+                  (isinstance(getattr(n.meta.get("val"), "shape", None), torch.Size) and
+                   not all(isinstance(s, int) for s in n.meta["val"].shape))
                   for n in gm.graph.nodes if n.op == "placeholder")
-    if not reasons and not dynamic:
+    if dynamic:
+        # kiln programs have static shapes: specialize per concrete call signature (cached)
+        return make_boxed_func(_Specializing(gm, name, kind))
+    if not reasons:
         try:
             prog = KilnProgram(gm, name)
             return make_boxed_func(prog)
         except Unsupported as e:
             reasons[str(e)] = ["(lowering)"]
-    if dynamic:
-        reasons.setdefault("symbolic shapes (graph runs eagerly on kiln)", []).append("inputs")
     for r, nodes in reasons.items():
         msg = f"kiln: graph {name} split at {len(nodes)} node(s): {r} [{', '.join(nodes[:5])}]"
         graph_splits.append(msg)
         log.warning(msg)
         if _log_enabled():
             print("[kiln] " + msg)
-    if dynamic:
-        return make_boxed_func(gm.forward)
     return make_boxed_func(_partition(gm, name))
+
+
+class _Specializing:
+    """A graph traced with symbolic shapes (dynamo's automatic dynamic shapes, or dynamic=True).
+
+    Each new call signature (input shapes and dtypes, values of symbolic-int inputs) re-traces the
+    graph with those concrete values into a static FX graph and compiles it like any other
+    (kiln program, or split graph); later calls with the same signature reuse it. Past
+    MAX_SPECIALIZATIONS signatures the graph runs eagerly on kiln (logged once)."""
+
+    MAX_SPECIALIZATIONS = 64
+
+    def __init__(self, gm, name, kind):
+        self.gm, self.name, self.kind = gm, name, kind
+        self.cache = {}
+        self.overflowed = False
+
+    @staticmethod
+    def _key(args):
+        return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else (type(a), a)
+                     for a in args)
+
+    def __call__(self, *args):
+        key = self._key(args)
+        fn = self.cache.get(key)
+        if fn is None:
+            if len(self.cache) >= self.MAX_SPECIALIZATIONS:
+                if not self.overflowed:
+                    self.overflowed = True
+                    msg = (f"kiln: graph {self.name} saw more than {self.MAX_SPECIALIZATIONS} shape signatures; "
+                           "further ones run eagerly on kiln")
+                    graph_splits.append(msg)
+                    log.warning(msg)
+                return self.gm(*args)
+            from torch.fx.experimental.proxy_tensor import make_fx
+            idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+            def concrete(*tensors):  # the non-tensor inputs (symbolic sizes) are fixed by the key
+                full = list(args)
+                for i, t in zip(idx, tensors):
+                    full[i] = t
+                return self.gm(*full)
+
+            tensors = [args[i] for i in idx]
+            static = make_fx(concrete, tracing_mode="fake")(*tensors)
+            fn = (_compile_fx(static, tensors, self.kind), idx)
+            self.cache[key] = fn
+        compiled, idx = fn
+        return compiled([args[i] for i in idx])
 
 
 def _partition(gm, name):
