@@ -95,9 +95,9 @@ class KilnProgram:
                 f.write(_capi.text(lib.kiln_exec_dump_svg, self.exec))
             print(f"[kiln] {name}: stats {self.stats}; picture {path}")
 
-    def __del__(self):
+    def __del__(self, _destroy=lib.kiln_exec_destroy):  # bound at definition: module globals may be gone at exit
         if getattr(self, "exec", None):
-            lib.kiln_exec_destroy(self.exec)
+            _destroy(self.exec)
             self.exec = None
 
     def dump(self, stage=4):
