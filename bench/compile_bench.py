@@ -41,8 +41,11 @@ def sync(dev):
         torch.kiln.synchronize()
 
 
-def timeit(fn, dev, min_time=0.3, reps=5):
-    """Median seconds per call of fn() (same approach as bench/run.py; the caller has warmed fn up)."""
+def timeit(fn, dev, min_time=1.0, reps=5):
+    """Median seconds per call of fn() over reps samples of >= min_time/reps each (one more warm-up
+    call first: the first call after a compile still pays for caches and GC)."""
+    fn()
+    sync(dev)
     n = 1
     while True:  # calibrate calls per sample
         t0 = time.perf_counter()
