@@ -145,18 +145,19 @@ def _compile_fx(gm, example_inputs, kind):
     """aot_autograd's fw/bw compiler: a kiln program, or a split graph with kiln submodules."""
     _counter[0] += 1
     name = f"{kind}{_counter[0]}"
-    reasons = {}
-    for node in gm.graph.nodes:
-        r = unsupported_reason(node)
-        if r is not None:
-            reasons.setdefault(r, []).append(node.name)
     dynamic = any(isinstance(n.meta.get("val"), torch.SymInt) or
                   (isinstance(getattr(n.meta.get("val"), "shape", None), torch.Size) and
                    not all(isinstance(s, int) for s in n.meta["val"].shape))
                   for n in gm.graph.nodes if n.op == "placeholder")
     if dynamic:
-        # kiln programs have static shapes: specialize per concrete call signature (cached)
+        # kiln programs have static shapes: specialize per concrete call signature (cached); each
+        # specialization is checked for unlowered ops when it is compiled
         return make_boxed_func(_Specializing(gm, name, kind))
+    reasons = {}
+    for node in gm.graph.nodes:
+        r = unsupported_reason(node)
+        if r is not None:
+            reasons.setdefault(r, []).append(node.name)
     if not reasons:
         try:
             prog = KilnProgram(gm, name)
@@ -164,12 +165,16 @@ def _compile_fx(gm, example_inputs, kind):
         except Unsupported as e:
             reasons[str(e)] = ["(lowering)"]
     for r, nodes in reasons.items():
-        msg = f"kiln: graph {name} split at {len(nodes)} node(s): {r} [{', '.join(nodes[:5])}]"
-        graph_splits.append(msg)
-        log.warning(msg)
-        if _log_enabled():
-            print("[kiln] " + msg)
+        _log_split(f"kiln: graph {name} split at {len(nodes)} node(s): {r} [{', '.join(nodes[:5])}]")
     return make_boxed_func(_partition(gm, name))
+
+
+def _log_split(msg):
+    """Record a part of a graph that runs eagerly: graph_splits, the logger, TORCH_KILN_LOG=graph."""
+    graph_splits.append(msg)
+    log.warning(msg)
+    if _log_enabled():
+        print("[kiln] " + msg)
 
 
 class _Specializing:
@@ -199,10 +204,8 @@ class _Specializing:
             if len(self.cache) >= self.MAX_SPECIALIZATIONS:
                 if not self.overflowed:
                     self.overflowed = True
-                    msg = (f"kiln: graph {self.name} saw more than {self.MAX_SPECIALIZATIONS} shape signatures; "
-                           "further ones run eagerly on kiln")
-                    graph_splits.append(msg)
-                    log.warning(msg)
+                    _log_split(f"kiln: graph {self.name} saw more than {self.MAX_SPECIALIZATIONS} shape "
+                               "signatures; further ones run eagerly on kiln")
                 return self.gm(*args)
             from torch.fx.experimental.proxy_tensor import make_fx
             idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
