@@ -37,14 +37,23 @@
 
 /* ---- micro-kernel selection ---------------------------------------------------------------- */
 
-static int g_isa_override; /* 0 auto, 1 generic */
+static int g_isa_override; /* 0 auto, 1 generic, 2 AVX2 */
 
-/* Selects the micro-kernel (0 best, 1 generic). */
+/* Selects the micro-kernels (0 best, 1 generic, 2 AVX2). */
 void kiln_gemm_set_isa(int isa) { g_isa_override = isa; }
 
 static int use_avx2(void) {
 #if defined(__x86_64__) || defined(__i386__)
-  return g_isa_override == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return g_isa_override != 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return 0;
+#endif
+}
+
+/* The packed AVX-512F micro-kernel applies (the unpacked and GEMV kernels stay AVX2). */
+static int use_avx512(void) {
+#if defined(__x86_64__)
+  return g_isa_override == 0 && use_avx2() && __builtin_cpu_supports("avx512f");
 #else
   return 0;
 #endif
@@ -326,7 +335,7 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of packing scratch", bytes);
 
   g.pr = pr;
-  g.ukr = avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
+  g.ukr = use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
   g.avx2 = avx2;
   g.nthreads = nthreads;
   g.bpack = scratch->buf;

@@ -54,6 +54,11 @@ void kiln_sgemm_ukr_strided_avx2(int64_t k, const float* a, int64_t rs_a, int64_
                                  const float* b, int64_t rs_b, float* c, int64_t ldc, float alpha,
                                  float beta, int mr, int nr);
 
+/* AVX-512F version of the packed micro-kernel (src/kernels/avx512/gemm_avx512.c), same layout
+ * and contract; call only when the CPU has AVX-512F. */
+void kiln_sgemm_ukr_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                           float alpha, float beta, int mr, int nr);
+
 /* One full B sliver from a transposed f32 source: dst[p*NR + j] = bt[j*ld + p], p < kc. */
 void kiln_gemm_pack_b_trans_avx2(float* dst, const float* bt, int64_t ld, int64_t kc);
 
@@ -102,7 +107,8 @@ kiln_status_t kiln_dgemm_strided(int64_t m, int64_t n, int64_t k, double alpha, 
                                  int64_t rs_a, int64_t cs_a, const double* b, int64_t rs_b,
                                  int64_t cs_b, double beta, double* c, int64_t rs_c, int64_t cs_c);
 
-/* Selects the micro-kernel: 0 = best the CPU supports (default), 1 = portable scalar kernel.
+/* Selects the micro-kernels: 0 = best the CPU supports (default), 1 = portable scalar kernels,
+ * 2 = AVX2 + FMA even where AVX-512F exists (the CPU must have AVX2 + FMA; else generic).
  * For tests and benchmarks; not thread-safe against concurrent GEMMs. */
 void kiln_gemm_set_isa(int isa);
 

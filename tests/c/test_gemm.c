@@ -154,6 +154,22 @@ KT_TEST(sgemm_generic_kernel) {
   KT_CHECK(bad == 0);
 }
 
+/* The AVX2 packed kernel where the default picks AVX-512F (on CPUs without AVX-512 this is the
+ * default path again; both packed kernels share layout and driver). */
+KT_TEST(sgemm_avx2_kernel_forced) {
+  kiln_gemm_set_isa(2);
+  int bad = 0;
+  for (int t = 0; t < 4; t++) {
+    bad += check_sgemm(t & 1, t >> 1, 17, 31, 13, 1.0f, 0.5f, 1, NULL, 0);
+    bad += check_sgemm(t & 1, t >> 1, 97, 131, 257, -1.0f, 0.0f, 0, NULL, 1);
+    bad += check_sgemm(t & 1, t >> 1, 300, 70, 513, 0.5f, 1.0f, 3, NULL, 0);
+  }
+  kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_GELU, (const float*)1, 0};
+  bad += check_sgemm(0, 1, 70, 50, 300, 1.0f, 1.0f, 0, &ep, 0);
+  kiln_gemm_set_isa(0);
+  KT_CHECK(bad == 0);
+}
+
 KT_TEST(sgemm_epilogues) {
   int bad = 0;
   const int64_t sh[][3] = {{7, 19, 5}, {61, 45, 33}, {130, 150, 300}};
