@@ -239,7 +239,7 @@ def _partition(gm, name):
         try:
             prog = KilnProgram(sub, f"{name}_{sub_name}")
         except Unsupported as e:
-            log.warning("kiln: %s_%s stays eager: %s", name, sub_name, e)
+            _log_split(f"kiln: graph {name}_{sub_name} stays eager: {e}")
             continue
         setattr(fused, sub_name, _ProgramModule(prog))
     fused.recompile()
