@@ -50,10 +50,11 @@ static int use_avx2(void) {
 #endif
 }
 
-/* The packed AVX-512F micro-kernel applies (the unpacked and GEMV kernels stay AVX2). */
+/* The packed AVX-512F micro-kernel applies, given use_avx2() (the unpacked and GEMV kernels stay
+ * AVX2). */
 static int use_avx512(void) {
 #if defined(__x86_64__)
-  return g_isa_override == 0 && use_avx2() && __builtin_cpu_supports("avx512f");
+  return g_isa_override == 0 && __builtin_cpu_supports("avx512f");
 #else
   return 0;
 #endif
@@ -335,7 +336,7 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of packing scratch", bytes);
 
   g.pr = pr;
-  g.ukr = use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
+  g.ukr = avx2 && use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
   g.avx2 = avx2;
   g.nthreads = nthreads;
   g.bpack = scratch->buf;

@@ -141,23 +141,9 @@ KT_TEST(sgemm_beta0_ignores_nan_and_zero_dims) {
   KT_CHECK(c[0] == 0 && c[3] == 0);
 }
 
-KT_TEST(sgemm_generic_kernel) {
-  kiln_gemm_set_isa(1);
-  int bad = 0;
-  for (int t = 0; t < 4; t++) {
-    bad += check_sgemm(t & 1, t >> 1, 17, 31, 13, 1.0f, 0.5f, 1, NULL, 0);
-    bad += check_sgemm(t & 1, t >> 1, 97, 131, 257, -1.0f, 0.0f, 0, NULL, 1);
-  }
-  kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_GELU, (const float*)1, 0};
-  bad += check_sgemm(0, 1, 70, 50, 300, 1.0f, 1.0f, 0, &ep, 0);
-  kiln_gemm_set_isa(0);
-  KT_CHECK(bad == 0);
-}
-
-/* The AVX2 packed kernel where the default picks AVX-512F (on CPUs without AVX-512 this is the
- * default path again; both packed kernels share layout and driver). */
-KT_TEST(sgemm_avx2_kernel_forced) {
-  kiln_gemm_set_isa(2);
+/* The shared cases under a forced micro-kernel choice (kiln_gemm_set_isa), then back to auto. */
+static int check_forced_isa(int isa) {
+  kiln_gemm_set_isa(isa);
   int bad = 0;
   for (int t = 0; t < 4; t++) {
     bad += check_sgemm(t & 1, t >> 1, 17, 31, 13, 1.0f, 0.5f, 1, NULL, 0);
@@ -167,8 +153,14 @@ KT_TEST(sgemm_avx2_kernel_forced) {
   kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_GELU, (const float*)1, 0};
   bad += check_sgemm(0, 1, 70, 50, 300, 1.0f, 1.0f, 0, &ep, 0);
   kiln_gemm_set_isa(0);
-  KT_CHECK(bad == 0);
+  return bad;
 }
+
+KT_TEST(sgemm_generic_kernel) { KT_CHECK(check_forced_isa(1) == 0); }
+
+/* The AVX2 packed kernel where the default picks AVX-512F (on CPUs without AVX-512 this is the
+ * default path again; both packed kernels share layout and driver). */
+KT_TEST(sgemm_avx2_kernel_forced) { KT_CHECK(check_forced_isa(2) == 0); }
 
 KT_TEST(sgemm_epilogues) {
   int bad = 0;
