@@ -255,6 +255,7 @@ enum {
   KILN_COMPILE_NO_REDUCE_FUSION = 1 << 6,  /* pointwise producers into reductions */
   KILN_COMPILE_NO_VIEW_SINK = 1 << 7,      /* moving reshapes past pointwise consumers */
   KILN_COMPILE_NO_DCE = 1 << 8,            /* keep unused nodes (they still run) */
+  KILN_COMPILE_NO_DIRECT_GROUPS = 1 << 9,  /* fused groups: one strided kernel call per op */
 };
 
 /* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs
@@ -343,6 +344,7 @@ enum {
   KILN_DUMP_GROUPS = 2, /* fused groups: register programs, tiles */
   KILN_DUMP_PLAN = 3,   /* memory plan: buffers, lifetimes, arena offsets */
   KILN_DUMP_ALL = 4,    /* everything above */
+  KILN_DUMP_PROFILE = 5, /* per-step and per-op-kind run times (kiln_exec_set_profiling) */
 };
 
 /* The graph's IR as text. Errors: INVALID_ARGUMENT (NULL g). */
@@ -353,6 +355,12 @@ kiln_status_t kiln_exec_dump(const kiln_exec_t* e, int stage, char* buf, size_t 
 /* A standalone SVG picture of the optimized program: one box per step in execution order,
  * fused groups colored, edges between steps. Same buffer convention. */
 kiln_status_t kiln_exec_dump_svg(const kiln_exec_t* e, char* buf, size_t cap, size_t* needed);
+
+/* Per-step timing. on != 0 allocates zeroed counters (replacing any earlier ones); on == 0 frees
+ * them. While on, every kiln_exec_run adds each step's wall time (ns) and counts the run;
+ * kiln_exec_dump(e, KILN_DUMP_PROFILE, ...) prints the totals per op kind and per step, slowest
+ * first. Costs two clock reads per step. Errors: INVALID_ARGUMENT (NULL e), OUT_OF_MEMORY. */
+kiln_status_t kiln_exec_set_profiling(kiln_exec_t* e, int on);
 
 /* ==== serialization (.kiln artifacts) ======================================================= */
 

@@ -1,6 +1,7 @@
 /* dump.c - text dumps of graphs and compiled programs, and an SVG picture of a program. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/graph_internal.h"
@@ -227,8 +228,9 @@ static void dump_groups(sink_t* s, const kiln_exec_t* e) {
     sp(s, "], iteration %s -> %s", gx_fmt_shape(b1, gr->iter_shape, gr->iter_ndim),
        gx_fmt_shape(b2, gr->shape, gr->ndim));
     if (gr->has_reduce) sp(s, " (reduced dims from %d)", gr->n_outer);
-    sp(s, ", tile dim %d chunk %lld = %lld elements, %lld tiles, %d registers\n", gr->tile_dim,
-       (long long)gr->chunk, (long long)gr->reg_elems, (long long)gr->n_tiles, gr->n_regs);
+    sp(s, ", tile dim %d chunk %lld = %lld elements, %lld tiles, %d registers, %s\n",
+       gr->tile_dim, (long long)gr->chunk, (long long)gr->reg_elems, (long long)gr->n_tiles,
+       gr->n_regs, gr->direct ? "direct" : "staged");
     for (int k = 0; k < gr->n_instr; k++) {
       const gx_instr* in = &gr->instr[k];
       sp(s, "    ");
@@ -295,13 +297,103 @@ static void dump_stats(sink_t* s, const kiln_exec_t* e) {
      (long long)t->arena_bytes, (long long)t->intermediates_bytes);
 }
 
+typedef struct {
+  int64_t ns;
+  int step;
+} prof_row;
+
+static int prof_cmp(const void* a, const void* b) {
+  const prof_row *x = a, *y = b;
+  if (x->ns != y->ns) return x->ns < y->ns ? 1 : -1;
+  return x->step - y->step;
+}
+
+/* Per-step times, slowest first, and totals per op kind. */
+static kiln_status_t dump_profile(sink_t* s, const kiln_exec_t* e) {
+  if (!e->prof_ns) {
+    sp(s, "profile: off (kiln_exec_set_profiling)\n");
+    return KILN_OK;
+  }
+  const kiln_graph_t* g = e->wg;
+  int64_t runs = e->prof_runs > 0 ? e->prof_runs : 1, total = 0;
+  prof_row* rows = kiln_allocator_alloc(&e->alloc, (size_t)e->n_steps * sizeof(prof_row), 64);
+  if (!rows) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_dump: out of memory");
+  enum { MAX_KINDS = 96 };
+  char kind[MAX_KINDS][48];
+  int64_t kind_ns[MAX_KINDS], kind_n[MAX_KINDS];
+  int n_kinds = 0;
+  for (int i = 0; i < e->n_steps; i++) {
+    rows[i].ns = e->prof_ns[i];
+    rows[i].step = i;
+    total += e->prof_ns[i];
+    char k[48];
+    const gx_step* st = &e->steps[i];
+    if (st->kind == GX_STEP_COPY) {
+      snprintf(k, sizeof k, "output copy");
+    } else {
+      const gx_node* n = &g->nodes[st->node];
+      const char* sub = gx_sub_name(n->op, n->sub);
+      snprintf(k, sizeof k, "%s%s%s", gx_op_name(n->op), *sub ? "." : "", sub);
+    }
+    int j = 0;
+    while (j < n_kinds && strcmp(kind[j], k) != 0) j++;
+    if (j == n_kinds) {
+      if (n_kinds == MAX_KINDS) j = MAX_KINDS - 1; /* the last row collects the rest */
+      else {
+        n_kinds++;
+        snprintf(kind[j], sizeof kind[j], "%s", k);
+        kind_ns[j] = kind_n[j] = 0;
+      }
+    }
+    kind_ns[j] += e->prof_ns[i];
+    kind_n[j]++;
+  }
+  double tot = total > 0 ? (double)total : 1.0;
+  sp(s, "profile: %lld runs, %.3f ms per run in %d steps\n", (long long)e->prof_runs,
+     (double)total / (double)runs * 1e-6, e->n_steps);
+  sp(s, "by op kind (ms per run, share, steps):\n");
+  prof_row* kr = kiln_allocator_alloc(&e->alloc, (size_t)(n_kinds ? n_kinds : 1) * sizeof(prof_row),
+                                      64);
+  if (!kr) {
+    kiln_allocator_free(&e->alloc, rows);
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_dump: out of memory");
+  }
+  for (int j = 0; j < n_kinds; j++) {
+    kr[j].ns = kind_ns[j];
+    kr[j].step = j;
+  }
+  qsort(kr, (size_t)n_kinds, sizeof(prof_row), prof_cmp);
+  for (int j = 0; j < n_kinds; j++) {
+    int k = kr[j].step;
+    sp(s, "  %9.3f  %5.1f%%  %4lld  %s\n", (double)kind_ns[k] / (double)runs * 1e-6,
+       100.0 * (double)kind_ns[k] / tot, (long long)kind_n[k], kind[k]);
+  }
+  qsort(rows, (size_t)e->n_steps, sizeof(prof_row), prof_cmp);
+  sp(s, "by step, slowest first (ms per run, share):\n");
+  for (int r = 0; r < e->n_steps; r++) {
+    int i = rows[r].step;
+    sp(s, "  %9.3f  %5.1f%%  step %d:", (double)rows[r].ns / (double)runs * 1e-6,
+       100.0 * (double)rows[r].ns / tot, i);
+    const gx_step* st = &e->steps[i];
+    if (st->kind == GX_STEP_COPY) sp(s, "  copy %%%d -> output[%d]\n", st->src, st->out);
+    else node_line(s, g, e, st->node);
+  }
+  kiln_allocator_free(&e->alloc, kr);
+  kiln_allocator_free(&e->alloc, rows);
+  return KILN_OK;
+}
+
 kiln_status_t kiln_exec_dump(const kiln_exec_t* e, int stage, char* buf, size_t cap,
                              size_t* needed) {
   if (!e) return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_exec_dump: NULL exec");
   if (cap && !buf) return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_exec_dump: NULL buffer");
-  if (stage < KILN_DUMP_BEFORE || stage > KILN_DUMP_ALL)
+  if (stage < KILN_DUMP_BEFORE || stage > KILN_DUMP_PROFILE)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_exec_dump: bad stage %d", stage);
   sink_t s = {buf, cap, 0};
+  if (stage == KILN_DUMP_PROFILE) {
+    KILN_RETURN_IF_ERROR(dump_profile(&s, e));
+    return finish(&s, needed);
+  }
   if (stage == KILN_DUMP_BEFORE || stage == KILN_DUMP_ALL) {
     sp(&s, "==== before passes\n");
     dump_graph(&s, e->src);

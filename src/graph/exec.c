@@ -1,6 +1,7 @@
 /* exec.c - the compile driver, the node runner (one kernel call per node) and kiln_exec_run. */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "graph/graph_internal.h"
 #include "kiln/dtype.h"
@@ -204,6 +205,7 @@ void kiln_exec_destroy(kiln_exec_t* e) {
   gx_free(&a, e->arena);
   gx_free(&a, e->arena_off);
   gx_free(&a, e->scratch);
+  gx_free(&a, e->prof_ns);
   gx_free(&a, e);
 }
 
@@ -252,6 +254,12 @@ kiln_status_t kiln_graph_compile(const kiln_graph_t* g, kiln_exec_t** out) {
 }
 
 /* ---- run ------------------------------------------------------------------------------------- */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static kiln_status_t run_step(kiln_exec_t* e, const gx_step* s) {
   const kiln_graph_t* g = e->wg;
@@ -340,7 +348,30 @@ kiln_status_t kiln_exec_run_workspace(kiln_exec_t* e, int n_in, void* const* inp
     e->vt[v].data = base ? base + val->offset * (int64_t)kiln_dtype_size((kiln_dtype_t)val->dtype)
                          : NULL;
   }
-  for (int i = 0; i < e->n_steps; i++) KILN_RETURN_IF_ERROR(run_step(e, &e->steps[i]));
+  if (!e->prof_ns) {
+    for (int i = 0; i < e->n_steps; i++) KILN_RETURN_IF_ERROR(run_step(e, &e->steps[i]));
+    return KILN_OK;
+  }
+  for (int i = 0; i < e->n_steps; i++) {
+    int64_t t0 = now_ns();
+    KILN_RETURN_IF_ERROR(run_step(e, &e->steps[i]));
+    e->prof_ns[i] += now_ns() - t0;
+  }
+  e->prof_runs++;
+  return KILN_OK;
+}
+
+kiln_status_t kiln_exec_set_profiling(kiln_exec_t* e, int on) {
+  if (!e) return BADARG("kiln_exec_set_profiling: NULL exec");
+  gx_free(&e->alloc, e->prof_ns);
+  e->prof_ns = NULL;
+  e->prof_runs = 0;
+  if (!on || e->n_steps == 0) return KILN_OK;
+  size_t bytes = (size_t)e->n_steps * sizeof(int64_t);
+  e->prof_ns = kiln_allocator_alloc(&e->alloc, bytes, GX_ALIGN);
+  if (!e->prof_ns)
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_set_profiling: out of memory");
+  memset(e->prof_ns, 0, bytes);
   return KILN_OK;
 }
 

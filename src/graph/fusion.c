@@ -806,6 +806,8 @@ static kiln_status_t build_program(kiln_exec_t* e, const uses_t* U, groups_t* G,
   if (red >= 0) memcpy(gr->red_st, stp[n_ops - 1], sizeof gr->red_st);
   gx_free(a, heap);
   gx_group_tiling(gr);
+  if (!(e->flags & KILN_COMPILE_NO_DIRECT_GROUPS)) gx_group_prepare(g, gr);
+  else gr->direct = 0;
   return KILN_OK;
 }
 

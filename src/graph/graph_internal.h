@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ew_internal.h"
 #include "kiln/graph.h"
 #include "kiln/tensor.h"
 
@@ -184,6 +185,10 @@ typedef struct gx_instr {
   int node;                    /* the IR node it came from (dump) */
   gx_opd dst;
   gx_opd src[3];
+  /* direct path (gx_group_prepare): the element kernel and its arguments, run on contiguous
+   * tile buffers already in the kernel's types; NULL kfn for a cast (kiln_cvt) */
+  kiln_ew_kernel_t kfn;
+  kiln_ew_args_t kargs;
 } gx_instr;
 
 typedef struct gx_group {
@@ -212,6 +217,13 @@ typedef struct gx_group {
   int64_t red_st[KILN_MAX_DIMS];
   int tile_dim;         /* dims < tile_dim are single indices, tile_dim is chunked */
   int64_t chunk, n_chunks, n_tiles, reg_elems;
+  /* 1 when every instruction runs its element kernel directly on contiguous tile buffers
+   * (operands already in the kernel's types): strided / broadcast inputs are gathered once per
+   * tile and strided outputs scattered once, instead of one strided kernel call per instruction.
+   * Uses n_regs + n_in + n_out scratch slots per thread. */
+  int direct;
+  signed char in_type[48]; /* direct path: dtype each input is presented in (converted if not
+                              its own), for n_in <= 48 */
 } gx_group;
 
 typedef struct gx_step {
@@ -255,6 +267,9 @@ struct kiln_exec {
   int64_t scratch_per_thread;
   int n_threads;
   kiln_exec_stats_t stats;
+  /* per-step wall time (ns, summed over runs) while profiling is on (kiln_exec_set_profiling) */
+  int64_t* prof_ns;
+  int64_t prof_runs;
   /* first error raised inside a parallel interpreter job */
   atomic_int err;
   char err_msg[512];
@@ -289,5 +304,10 @@ int gx_out_optional(int op, int slot);
 kiln_status_t gx_run_group(kiln_exec_t* e, const gx_group* grp);
 /* Builds the tiling of a group after its operands are known (interp.c). */
 void gx_group_tiling(gx_group* grp);
+/* Decides whether a tiled group takes the direct path and fills each instruction's kernel
+ * (interp.c). g holds the group's values. */
+void gx_group_prepare(const kiln_graph_t* g, gx_group* grp);
+/* Scratch bytes one thread needs for a prepared group. */
+int64_t gx_group_scratch(const gx_group* grp);
 
 #endif /* KILN_GRAPH_INTERNAL_H */

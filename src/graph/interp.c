@@ -12,12 +12,22 @@
  * fused reduction covers whole reduced rows per tile and reduces the tile with
  * kiln_kernel_reduce. Tiles are spread over the shared pool with kiln_parallel_for; kernels
  * called inside a job run inline on that thread.
+ *
+ * Direct path (gr->direct, the default whenever every operand is already in its kernel's types,
+ * i.e. no f16/bf16 compute): each instruction is one call of the element kernel itself
+ * (kiln_ew_kernel_t from kiln_*_desc, the same function the staged call would reach) on n
+ * contiguous tile elements. Inputs that are not dense over the tile (broadcast, strided) or need a
+ * dtype conversion (a f64 / i64 scalar constant) are gathered once per tile into a slot; outputs
+ * that are not dense go through a slot and are scattered after the last instruction. This skips
+ * the per-instruction iterator setup and the per-row staging of the staged path, with the same
+ * bits. KILN_COMPILE_NO_DIRECT_GROUPS forces the staged path (tests compare the two).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "graph/graph_internal.h"
 #include "kiln/dtype.h"
+#include "kernels/ew_internal.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/reduce.h"
 #include "kiln/parallel.h"
@@ -152,6 +162,232 @@ static kiln_status_t run_reduce(const kiln_exec_t* e, const gx_group* gr, const 
                             (kiln_dtype_t)gr->red_compute, &o);
 }
 
+/* ---- the direct path --------------------------------------------------------------------------
+ * Every operand is already in its kernel's types, so an instruction is one call of the element
+ * kernel on n contiguous elements. Group inputs that are dense over the tile are read in place,
+ * the others (broadcast, strided) are gathered into a slot once per tile; outputs that are dense
+ * are written in place, the others go through a slot and are scattered after the last
+ * instruction. */
+
+#define GX_DIRECT_MAX_IN ((int)sizeof(((gx_group*)0)->in_type))
+#define GX_DIRECT_MAX_OUT 8
+
+static int opd_dtype(const kiln_graph_t* g, const gx_group* gr, gx_opd o) {
+  if (o.kind == GX_OPD_REG) return o.dtype;
+  if (o.kind == GX_OPD_IN) return g->values[gr->in_vids[o.idx]].dtype;
+  return g->values[gr->out_vids[o.idx]].dtype;
+}
+
+static int is_half(int t) { return t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16; }
+
+void gx_group_prepare(const kiln_graph_t* g, gx_group* gr) {
+  gr->direct = 0;
+  for (int k = 0; k < gr->n_instr; k++) {
+    gr->instr[k].kfn = NULL;
+    memset(&gr->instr[k].kargs, 0, sizeof gr->instr[k].kargs);
+  }
+  if (gr->n_in > GX_DIRECT_MAX_IN || gr->n_out > GX_DIRECT_MAX_OUT) return;
+  for (int j = 0; j < gr->n_in; j++) gr->in_type[j] = -1;
+  for (int k = 0; k < gr->n_instr; k++) {
+    gx_instr* in = &gr->instr[k];
+    kiln_ew_desc_t d;
+    kiln_status_t st;
+    int nsrc;
+    if (in->op == GX_OP_CAST) continue; /* kiln_cvt: any pair of dtypes */
+    if (is_half(in->compute)) return;  /* f16/bf16 compute rounds operands: staged path */
+    if (in->op == GX_OP_UNARY) {
+      kiln_unary_params_t p = {in->f[0], in->f[1], in->f[2], in->f[3], in->f[4], in->f[5],
+                               in->has_min, in->has_max};
+      st = kiln_unary_desc((kiln_unary_op_t)in->sub, &p, (kiln_dtype_t)in->compute, &d);
+      nsrc = 1;
+    } else if (in->op == GX_OP_BINARY) {
+      st = kiln_binary_desc((kiln_binary_op_t)in->sub, NULL, in->f[0], (kiln_dtype_t)in->compute,
+                            &d);
+      nsrc = 2;
+    } else if (in->op == GX_OP_TERNARY) {
+      if (in->src[1].kind == GX_OPD_NONE || in->src[2].kind == GX_OPD_NONE) return;
+      st = kiln_ternary_desc((kiln_ternary_op_t)in->sub, in->f[0], (kiln_dtype_t)in->compute, &d);
+      nsrc = 3;
+    } else {
+      return;
+    }
+    if (st != KILN_OK || d.round_out) return;
+    for (int j = 0; j < nsrc; j++) {
+      gx_opd o = in->src[j];
+      if (o.kind == GX_OPD_NONE) return;
+      int want = (int)d.in_type[j];
+      if (o.kind == GX_OPD_IN) { /* an input (a scalar constant, say) may be converted once */
+        if (gr->in_type[o.idx] >= 0 && gr->in_type[o.idx] != want) return;
+        gr->in_type[o.idx] = (signed char)want;
+      } else if (opd_dtype(g, gr, o) != want) {
+        return;
+      }
+    }
+    if (opd_dtype(g, gr, in->dst) != (int)d.out_type) return;
+    in->kfn = d.kernel;
+    in->kargs = d.args;
+  }
+  for (int j = 0; j < gr->n_in; j++) /* inputs only casts or the reduction read: as they are */
+    if (gr->in_type[j] < 0) gr->in_type[j] = (signed char)g->values[gr->in_vids[j]].dtype;
+  gr->direct = 1;
+}
+
+int64_t gx_group_scratch(const gx_group* gr) {
+  int64_t slots = gr->n_regs + (gr->direct ? gr->n_in + gr->n_out : 0);
+  return slots * round64(gr->reg_elems * 8);
+}
+
+/* 1 if an operand with tile strides st (elements, tile dims) is row-major dense over the tile. */
+static int dense(const tile_t* t, const int64_t* st) {
+  int64_t want = 1;
+  for (int k = t->r - 1; k >= 0; k--) {
+    if (t->shape[k] == 1) continue;
+    if (st[k] != want) return 0;
+    want *= t->shape[k];
+  }
+  return 1;
+}
+
+/* One row of n elements of es bytes: src stride ss, dst stride ds (bytes; 0 = broadcast src). */
+static void row_copy(char* d, int64_t ds, const char* s, int64_t ss, int64_t n, int64_t es) {
+  if (ss == es && ds == es) {
+    memcpy(d, s, (size_t)(n * es));
+    return;
+  }
+  switch (es) {
+    case 4:
+      if (ss == 0 && ds == 4) {
+        float v;
+        memcpy(&v, s, 4);
+        for (int64_t i = 0; i < n; i++) ((float*)(void*)d)[i] = v;
+      } else {
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, 4);
+      }
+      break;
+    case 8: for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, 8); break;
+    case 2: for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, 2); break;
+    default: for (int64_t i = 0; i < n; i++) d[i * ds] = s[i * ss]; break;
+  }
+}
+
+/* Copies between the tile's row-major buffer `buf` and the strided operand at `base` (tile
+ * strides st, elements of es bytes): gather when to_buf (converting from dtype `from` to `to`
+ * when they differ), else scatter. Dims are merged where the operand allows, and a tiny inner
+ * dim goes outside a much longer one (like kiln_iter), so an interleave is not a call per pair. */
+static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st, int64_t es,
+                      int to_buf, kiln_dtype_t from, kiln_dtype_t to) {
+  int64_t sh[KILN_MAX_DIMS], ss[KILN_MAX_DIMS], bst[KILN_MAX_DIMS], idx[KILN_MAX_DIMS];
+  const int64_t bs = (int64_t)kiln_dtype_size(to);
+  int nd = 0;
+  int64_t run = 1; /* buffer elements per step of the dim being added */
+  for (int k = t->r - 1; k >= 0; k--) { /* innermost first, size-1 dims dropped, merged */
+    if (t->shape[k] == 1) continue;
+    if (nd > 0 && st[k] == ss[nd - 1] * sh[nd - 1]) {
+      sh[nd - 1] *= t->shape[k];
+      run *= t->shape[k];
+      continue;
+    }
+    sh[nd] = t->shape[k];
+    ss[nd] = st[k];
+    bst[nd] = run;
+    run *= t->shape[k];
+    nd++;
+  }
+  if (nd == 0) {
+    sh[0] = 1;
+    ss[0] = bst[0] = 0;
+    nd = 1;
+  }
+  if (nd >= 2 && sh[0] < 16 && sh[1] >= 4 * sh[0]) {
+    int64_t a = sh[0], b = ss[0], c = bst[0];
+    sh[0] = sh[1], ss[0] = ss[1], bst[0] = bst[1];
+    sh[1] = a, ss[1] = b, bst[1] = c;
+  }
+  int64_t rows = 1;
+  for (int d = 1; d < nd; d++) {
+    rows *= sh[d];
+    idx[d] = 0;
+  }
+  const int64_t L = sh[0], s0 = ss[0] * es, b0 = bst[0] * bs;
+  char* p = base;
+  char* b = buf;
+  for (int64_t row = 0; row < rows; row++) {
+    if (!to_buf) row_copy(p, s0, b, b0, L, es);
+    else if (from == to) row_copy(b, b0, p, s0, L, es);
+    else kiln_cvt(from, p, s0, to, b, b0, L);
+    for (int d = 1; d < nd; d++) {
+      p += ss[d] * es;
+      b += bst[d] * bs;
+      if (++idx[d] < sh[d]) break;
+      p -= sh[d] * ss[d] * es;
+      b -= sh[d] * bst[d] * bs;
+      idx[d] = 0;
+    }
+  }
+}
+
+static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, const tile_t* t) {
+  int64_t n = 1;
+  for (int k = 0; k < t->r; k++) n *= t->shape[k];
+  char* inp[GX_DIRECT_MAX_IN];
+  char* outp[GX_DIRECT_MAX_OUT];
+  int out_slot[GX_DIRECT_MAX_OUT];
+  int64_t tst[KILN_MAX_DIMS];
+  for (int j = 0; j < gr->n_in; j++) {
+    const kiln_tensor_t* v = &e->vt[gr->in_vids[j]];
+    const int64_t es = (int64_t)kiln_dtype_size(v->dtype);
+    char* base = (char*)v->data + tile_offset(gr, t, gr->in_st[j]) * es;
+    for (int k = 0; k < t->r; k++) tst[k] = gr->in_st[j][gr->tile_dim + k];
+    const kiln_dtype_t want = (kiln_dtype_t)gr->in_type[j];
+    if (want == v->dtype && dense(t, tst)) {
+      inp[j] = base;
+    } else {
+      inp[j] = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
+      move_tile(inp[j], base, t, tst, es, 1, v->dtype, want);
+    }
+  }
+  for (int j = 0; j < gr->n_out; j++) {
+    const kiln_tensor_t* v = &e->vt[gr->out_vids[j]];
+    const int64_t es = (int64_t)kiln_dtype_size(v->dtype);
+    char* base = (char*)v->data + tile_offset(gr, t, gr->out_st[j]) * es;
+    for (int k = 0; k < t->r; k++) tst[k] = gr->out_st[j][gr->tile_dim + k];
+    out_slot[j] = !dense(t, tst);
+    outp[j] = out_slot[j] ? t->regs + (int64_t)(gr->n_regs + gr->n_in + j) * t->slot : base;
+  }
+  int err = 0;
+  for (int k = 0; k < gr->n_instr; k++) {
+    const gx_instr* in = &gr->instr[k];
+    const void* src[3] = {NULL, NULL, NULL};
+    for (int j = 0; j < 3; j++) {
+      gx_opd o = in->src[j];
+      if (o.kind == GX_OPD_REG) src[j] = t->regs + (int64_t)o.idx * t->slot;
+      else if (o.kind == GX_OPD_IN) src[j] = inp[o.idx];
+      else if (o.kind == GX_OPD_OUT) src[j] = outp[o.idx];
+    }
+    void* dst = in->dst.kind == GX_OPD_REG ? (void*)(t->regs + (int64_t)in->dst.idx * t->slot)
+                                           : (void*)outp[in->dst.idx];
+    if (in->op == GX_OP_CAST) {
+      kiln_dtype_t from = in->src[0].kind == GX_OPD_IN ? (kiln_dtype_t)gr->in_type[in->src[0].idx]
+                                                       : (kiln_dtype_t)opd_dtype(e->wg, gr, in->src[0]);
+      kiln_dtype_t to = (kiln_dtype_t)in->dtype;
+      kiln_cvt(from, src[0], (int64_t)kiln_dtype_size(from), to, dst,
+               (int64_t)kiln_dtype_size(to), n);
+    } else {
+      err |= in->kfn(n, dst, src, &in->kargs);
+    }
+  }
+  for (int j = 0; j < gr->n_out; j++) {
+    if (!out_slot[j]) continue;
+    const kiln_tensor_t* v = &e->vt[gr->out_vids[j]];
+    const int64_t es = (int64_t)kiln_dtype_size(v->dtype);
+    char* base = (char*)v->data + tile_offset(gr, t, gr->out_st[j]) * es;
+    for (int k = 0; k < t->r; k++) tst[k] = gr->out_st[j][gr->tile_dim + k];
+    move_tile(outp[j], base, t, tst, es, 0, v->dtype, v->dtype);
+  }
+  if (err) return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "ZeroDivisionError");
+  return KILN_OK;
+}
+
 static void fail(kiln_exec_t* e, kiln_status_t st) {
   int expected = 0;
   if (atomic_compare_exchange_strong(&e->err, &expected, st))
@@ -181,7 +417,14 @@ static void tile_fn(void* ctx, int64_t begin, int64_t end, int tid) {
     t.c0 = c * gr->chunk;
     int64_t len = gr->shape[gr->tile_dim] - t.c0;
     t.shape[0] = len < gr->chunk ? len : gr->chunk;
-    for (int k = 0; k < gr->n_instr; k++) {
+    if (gr->direct) {
+      kiln_status_t st = run_tile_direct(e, gr, &t);
+      if (st != KILN_OK) {
+        fail(e, st);
+        return;
+      }
+    }
+    for (int k = 0; !gr->direct && k < gr->n_instr; k++) {
       kiln_status_t st = run_instr(e, gr, &t, &gr->instr[k]);
       if (st != KILN_OK) {
         fail(e, st);

@@ -401,7 +401,7 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
   int64_t per = 0;
   for (int i = 0; i < e->n_groups; i++) {
     const gx_group* gr = &e->groups[i];
-    int64_t need = (int64_t)gr->n_regs * round_up(gr->reg_elems * 8);
+    int64_t need = gx_group_scratch(gr);
     if (need > per) per = need;
   }
   e->scratch_per_thread = per;

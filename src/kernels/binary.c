@@ -196,9 +196,8 @@ static const char* const g_binary_names[KILN_BINARY_COUNT] = {
     "tanh_backward", "gelu_backward", "gelu_tanh_backward", "silu_backward",
     "threshold_backward", "leaky_relu_backward"};
 
-kiln_status_t kiln_kernel_binary(kiln_binary_op_t op, const kiln_tensor_t* a,
-                                 const kiln_tensor_t* b, double alpha, kiln_dtype_t compute,
-                                 kiln_tensor_t* out) {
+kiln_status_t kiln_binary_desc(kiln_binary_op_t op, const kiln_tensor_t* b, double alpha,
+                               kiln_dtype_t compute, kiln_ew_desc_t* desc) {
   if ((int)op < 0 || op >= KILN_BINARY_COUNT)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
   if ((int)compute < 0 || compute >= KILN_DTYPE_COUNT)
@@ -232,6 +231,15 @@ kiln_status_t kiln_kernel_binary(kiln_binary_op_t op, const kiln_tensor_t* a,
   if (!d.kernel)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "binary %s: not supported for dtype %s",
                       d.name, kiln_dtype_name(compute));
+  *desc = d;
+  return KILN_OK;
+}
+
+kiln_status_t kiln_kernel_binary(kiln_binary_op_t op, const kiln_tensor_t* a,
+                                 const kiln_tensor_t* b, double alpha, kiln_dtype_t compute,
+                                 kiln_tensor_t* out) {
+  kiln_ew_desc_t d;
+  KILN_RETURN_IF_ERROR(kiln_binary_desc(op, b, alpha, compute, &d));
   const kiln_tensor_t* ins[2] = {a, b};
   return kiln_ew_run(&d, out, ins, 2);
 }

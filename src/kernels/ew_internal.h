@@ -66,6 +66,16 @@ typedef struct kiln_ew_desc {
 kiln_status_t kiln_ew_run(const kiln_ew_desc_t* desc, kiln_tensor_t* out,
                           const kiln_tensor_t* const* ins, int nin);
 
+/* The descriptor kiln_kernel_unary_ex / binary / ternary run (same arguments; binary's b is only
+ * read for its dtype and size, and may be NULL). For callers that run the kernel on their own
+ * contiguous buffers (the fused-group interpreter). Errors: those of the kernel call. */
+kiln_status_t kiln_unary_desc(kiln_unary_op_t op, const kiln_unary_params_t* p,
+                              kiln_dtype_t compute, kiln_ew_desc_t* desc);
+kiln_status_t kiln_binary_desc(kiln_binary_op_t op, const kiln_tensor_t* b, double alpha,
+                               kiln_dtype_t compute, kiln_ew_desc_t* desc);
+kiln_status_t kiln_ternary_desc(kiln_ternary_op_t op, double scalar, kiln_dtype_t compute,
+                                kiln_ew_desc_t* desc);
+
 /* Kernel lookups (unary.c, binary.c, ternary.c); NULL when op is undefined for `type`. */
 kiln_ew_kernel_t kiln_unary_kernel(kiln_unary_op_t op, kiln_dtype_t type);
 kiln_ew_kernel_t kiln_binary_kernel(kiln_binary_op_t op, kiln_dtype_t type);

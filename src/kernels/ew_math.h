@@ -71,6 +71,8 @@
     return fabs(w) < (T)0.5 ? a + w * (b - a) : b - (b - a) * ((T)1 - w);                \
   }                                                                                      \
   static inline T kiln_pow_scalar_##SUF(T x, T e) {                                      \
+    if (e == (T)1) return x; /* aten: exponent 1 copies, exponent 0 fills 1 */           \
+    if (e == (T)0) return (T)1;                                                          \
     if (e == (T)2) return x * x;                                                         \
     if (e == (T)3) return x * x * x;                                                     \
     if (e == (T)0.5) return sqrt(x);                                                     \

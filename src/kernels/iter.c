@@ -129,6 +129,10 @@ kiln_status_t kiln_iter_init(kiln_iter_t* it, const kiln_tensor_t* out,
     }
   }
   it->ndim = n + 1;
+  /* A tiny innermost dim (an interleave such as [N, 2]) would make every row a loop call of a
+   * few elements: walk the next, longer dim innermost instead (strided rows, far fewer calls). */
+  if (it->ndim >= 2 && it->shape[0] < KILN_ITER_SHORT_ROW && it->shape[1] >= 4 * it->shape[0])
+    swap_dims(it, 0, 1);
   return KILN_OK;
 }
 

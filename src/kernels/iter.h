@@ -3,7 +3,8 @@
  * kiln_iter_init broadcasts up to three inputs to the output's shape and rewrites the problem as
  * an innermost-first list of dims with byte strides per operand: size-1 dims are dropped, dims
  * are ordered by the output's strides (so a transposed output is still walked in memory order)
- * and adjacent dims that are contiguous for every operand are merged. kiln_iter_run then calls a
+ * and adjacent dims that are contiguous for every operand are merged; a tiny innermost dim is then
+ * swapped with a much longer dim 1 (fewer, strided rows). kiln_iter_run then calls a
  * 1-d loop over rows of the innermost dim, splitting the flat index space over the shared pool.
  * All state lives in the caller's kiln_iter_t (no allocation). Internal to libkiln.
  */
@@ -17,6 +18,7 @@
 
 #define KILN_ITER_MAX_OPS 4
 #define KILN_ITER_GRAIN 32768 /* elements per parallel chunk, at least */
+#define KILN_ITER_SHORT_ROW 16 /* innermost dims shorter than this go outside a 4x longer dim 1 */
 
 typedef struct kiln_iter {
   int nops; /* operand 0 is the output */

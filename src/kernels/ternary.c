@@ -99,6 +99,19 @@ kiln_status_t kiln_kernel_ternary(kiln_ternary_op_t op, const kiln_tensor_t* a,
     return kiln_kernel_binary(b ? KILN_BINARY_MAXIMUM : KILN_BINARY_MINIMUM, a, b ? b : c, 1.0,
                               compute, out);
   }
+  kiln_ew_desc_t d;
+  KILN_RETURN_IF_ERROR(kiln_ternary_desc(op, scalar, compute, &d));
+  const kiln_tensor_t* ins[3] = {a, b, c};
+  return kiln_ew_run(&d, out, ins, 3);
+}
+
+kiln_status_t kiln_ternary_desc(kiln_ternary_op_t op, double scalar, kiln_dtype_t compute,
+                                kiln_ew_desc_t* desc) {
+  if ((int)op < 0 || op >= KILN_TERNARY_COUNT)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "ternary: invalid op %d", (int)op);
+  if ((int)compute < 0 || compute >= KILN_DTYPE_COUNT)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "ternary %s: invalid compute dtype %d",
+                      g_ternary_names[op], (int)compute);
   /* where only moves values: it runs in the compute dtype itself, f16/bf16 included. */
   const kiln_dtype_t it = op == KILN_TERNARY_WHERE ? compute : kiln_ew_internal(compute);
   kiln_ew_desc_t d = {0};
@@ -118,6 +131,6 @@ kiln_status_t kiln_kernel_ternary(kiln_ternary_op_t op, const kiln_tensor_t* a,
   if (!d.kernel)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "ternary %s: not supported for dtype %s",
                       d.name, kiln_dtype_name(compute));
-  const kiln_tensor_t* ins[3] = {a, b, c};
-  return kiln_ew_run(&d, out, ins, 3);
+  *desc = d;
+  return KILN_OK;
 }

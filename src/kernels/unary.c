@@ -233,9 +233,8 @@ static double round_to(double v, kiln_dtype_t t) {
   return kiln_load_f64(tmp, t);
 }
 
-kiln_status_t kiln_kernel_unary_ex(kiln_unary_op_t op, const kiln_tensor_t* x,
-                                   const kiln_unary_params_t* p, kiln_dtype_t compute,
-                                   kiln_tensor_t* out) {
+kiln_status_t kiln_unary_desc(kiln_unary_op_t op, const kiln_unary_params_t* p,
+                              kiln_dtype_t compute, kiln_ew_desc_t* desc) {
   if ((int)op < 0 || op >= KILN_UNARY_COUNT)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
   if ((int)compute < 0 || compute >= KILN_DTYPE_COUNT)
@@ -274,6 +273,15 @@ kiln_status_t kiln_kernel_unary_ex(kiln_unary_op_t op, const kiln_tensor_t* x,
   if (!d.kernel)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "unary %s: not supported for dtype %s",
                       d.name, kiln_dtype_name(compute));
+  *desc = d;
+  return KILN_OK;
+}
+
+kiln_status_t kiln_kernel_unary_ex(kiln_unary_op_t op, const kiln_tensor_t* x,
+                                   const kiln_unary_params_t* p, kiln_dtype_t compute,
+                                   kiln_tensor_t* out) {
+  kiln_ew_desc_t d;
+  KILN_RETURN_IF_ERROR(kiln_unary_desc(op, p, compute, &d));
   const kiln_tensor_t* ins[1] = {x};
   return kiln_ew_run(&d, out, ins, 1);
 }

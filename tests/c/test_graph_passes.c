@@ -293,6 +293,49 @@ KT_TEST(inplace_fused) {
   free(xin);
 }
 
+KT_TEST(profiling_counts_steps) {
+  int64_t s[2] = {64, 300};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, a, b, y;
+  KT_OK(kiln_graph_input(g, F32, 2, s, &x));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_EXP, x, F32, &a));
+  KT_OK(kiln_graph_softmax(g, a, 1, 0, -1, &b));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_NEG, b, F32, &y));
+  KT_OK(kiln_graph_output(g, y));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  char* d = dump_str(e, KILN_DUMP_PROFILE);
+  KT_CHECK(strstr(d, "profile: off") != NULL);
+  free(d);
+  KT_CHECK(kiln_exec_set_profiling(NULL, 1) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_OK(kiln_exec_set_profiling(e, 1));
+  float* xin = gt_randf(64 * 300);
+  float* out = malloc(sizeof(float) * 64 * 300);
+  void* ins[1] = {xin};
+  void* outs[1] = {out};
+  for (int r = 0; r < 3; r++) KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+  d = dump_str(e, KILN_DUMP_PROFILE);
+  KT_CHECK(strstr(d, "profile: 3 runs") != NULL);
+  KT_CHECK(strstr(d, "by op kind") != NULL && strstr(d, "softmax") != NULL);
+  KT_CHECK(strstr(d, "step 0:") != NULL);
+  free(d);
+  KT_OK(kiln_exec_set_profiling(e, 1)); /* restart: counters reset */
+  d = dump_str(e, KILN_DUMP_PROFILE);
+  KT_CHECK(strstr(d, "profile: 0 runs") != NULL);
+  free(d);
+  KT_OK(kiln_exec_set_profiling(e, 0));
+  KT_OK(kiln_exec_run(e, 1, ins, 1, outs)); /* runs fine with the counters gone */
+  d = dump_str(e, KILN_DUMP_PROFILE);
+  KT_CHECK(strstr(d, "profile: off") != NULL);
+  free(d);
+  KT_CHECK(kiln_exec_dump(e, 6, NULL, 0, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+  free(xin);
+  free(out);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
 KT_TEST(dumps_and_svg) {
   int64_t s[2] = {4, 4};
   kiln_graph_t* g;

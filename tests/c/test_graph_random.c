@@ -1,6 +1,7 @@
 /* test_graph_random.c - differential testing: random graphs of pointwise ops, broadcasts,
  * views, reductions, matmuls and softmax, compiled with every pass vs with every optional pass
- * off (node-by-node kernels). Results must agree (bit-exact except for reductions). */
+ * off (node-by-node kernels). Results must agree (bit-exact except for reductions). The fused
+ * groups' direct path (contiguous tile buffers) must match the staged path bit for bit. */
 #include "test_graph_util.h"
 
 #define F32 KILN_DTYPE_F32
@@ -30,7 +31,7 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
   vals[nv].rows = M, vals[nv].cols = 1, nv++;
   int steps = 6 + pick(20);
   for (int s = 0; s < steps && nv < 60; s++) {
-    int kind = pick(14);
+    int kind = pick(15);
     val_t a = vals[nv - 1 - pick(nv < 6 ? nv : 6)];
     val_t b = vals[pick(nv)];
     val_t r;
@@ -98,6 +99,21 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
       KT_OK(kiln_graph_where(g, c, a.vid, b.vid, &v));
       r.rows = a.rows > b.rows ? a.rows : b.rows;
       r.cols = a.cols > b.cols ? a.cols : b.cols;
+    } else if (kind == 14 && a.rows == M && a.cols == N) { /* interleave through a [.., 2] dim */
+      static const unsigned char even[2] = {1, 0};
+      int64_t two[1] = {2}, u3[3] = {M, N, 1}, e3[3] = {M, N, 2}, back[2] = {M, 2 * N};
+      int mk, nm, ua, ub, z, w1, w2, sum, sl;
+      KT_OK(kiln_graph_constant(g, KILN_DTYPE_BOOL, 1, two, even, &mk));
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_LOGICAL_NOT, mk, KILN_DTYPE_BOOL, &nm));
+      KT_OK(kiln_graph_reshape(g, a.vid, 3, u3, &ua));
+      KT_OK(kiln_graph_reshape(g, vals[0].vid, 3, u3, &ub));
+      KT_OK(kiln_graph_full(g, F32, 3, e3, 0.0, &z));
+      KT_OK(kiln_graph_where(g, mk, ua, z, &w1));
+      KT_OK(kiln_graph_where(g, nm, ub, z, &w2));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, w1, w2, 1.0, F32, &sum));
+      KT_OK(kiln_graph_reshape(g, sum, 2, back, &sl));
+      KT_OK(kiln_graph_slice(g, sl, 1, 1, 2 * N, 2, &v)); /* the odd lanes: vals[0] again */
+      r = a;
     } else {
       continue;
     }
@@ -114,6 +130,18 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
   }
   *n_out = k;
   return g;
+}
+
+/* Fused groups of e that take the direct path (from the groups dump). */
+static int gt_count_direct(kiln_exec_t* e) {
+  size_t need = 0;
+  KT_OK(kiln_exec_dump(e, KILN_DUMP_GROUPS, NULL, 0, &need));
+  char* b = malloc(need);
+  KT_OK(kiln_exec_dump(e, KILN_DUMP_GROUPS, b, need, NULL));
+  int n = 0;
+  for (const char* p = b; (p = strstr(p, "registers, direct")) != NULL; p++) n++;
+  free(b);
+  return n;
 }
 
 static int64_t out_numel(kiln_exec_t* e, int k) {
@@ -144,22 +172,28 @@ static void run_config(int m, int n, int count) {
   int off = KILN_COMPILE_NO_FUSION | KILN_COMPILE_NO_EPILOGUE | KILN_COMPILE_NO_VIEW_SINK |
             KILN_COMPILE_NO_INPLACE | KILN_COMPILE_NO_CSE | KILN_COMPILE_NO_FOLD |
             KILN_COMPILE_NO_MEMORY_REUSE;
-  int bad = 0, fused = 0;
+  int bad = 0, bad_direct = 0, fused = 0, direct = 0;
   for (int t = 0; t < count; t++) {
     int n_out;
     kiln_graph_t* g = random_graph(t, &n_out);
-    kiln_exec_t *er, *eo;
+    kiln_exec_t *er, *eo, *es;
     KT_OK(kiln_graph_compile_ex(g, off, &er));
-    KT_OK(kiln_graph_compile_ex(g, t % 7 == 0 ? KILN_COMPILE_NO_REDUCE_FUSION : 0, &eo));
+    const int fl = t % 7 == 0 ? KILN_COMPILE_NO_REDUCE_FUSION : 0;
+    KT_OK(kiln_graph_compile_ex(g, fl, &eo));
+    KT_OK(kiln_graph_compile_ex(g, fl | KILN_COMPILE_NO_DIRECT_GROUPS, &es));
     fused += gt_stats(eo).n_fused_groups > 0;
+    direct += gt_count_direct(eo);
     float* ro[3];
     float* oo[3];
+    float* so[3];
     for (int k = 0; k < n_out; k++) {
       ro[k] = malloc(sizeof(float) * (size_t)out_numel(er, k));
       oo[k] = malloc(sizeof(float) * (size_t)out_numel(er, k));
+      so[k] = malloc(sizeof(float) * (size_t)out_numel(er, k));
     }
     void* ins[4] = {in[0], in[1], in[2], in[3]};
     KT_OK(kiln_exec_run(er, 4, ins, n_out, (void**)ro));
+    KT_OK(kiln_exec_run(es, 4, ins, n_out, (void**)so));
     for (int rep = 0; rep < 2; rep++) {
       KT_OK(kiln_exec_run(eo, 4, ins, n_out, (void**)oo));
       for (int k = 0; k < n_out; k++)
@@ -175,16 +209,22 @@ static void run_config(int m, int n, int count) {
           bad++;
         }
     }
+    for (int k = 0; k < n_out; k++) /* direct and staged groups: same kernels, same bits */
+      if (memcmp(oo[k], so[k], sizeof(float) * (size_t)out_numel(er, k)) != 0) bad_direct++;
     for (int k = 0; k < n_out; k++) {
       free(ro[k]);
       free(oo[k]);
+      free(so[k]);
     }
     kiln_exec_destroy(er);
     kiln_exec_destroy(eo);
+    kiln_exec_destroy(es);
     kiln_graph_destroy(g);
   }
   KT_CHECK(bad == 0);
+  KT_CHECK(bad_direct == 0);
   KT_CHECK(fused > count / 3);
+  KT_CHECK(direct > count / 4);
   for (int i = 0; i < 4; i++) free(in[i]);
 }
 

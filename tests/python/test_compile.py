@@ -405,6 +405,32 @@ def test_logging_dumps_ir_and_svg(tmp_path, python_subprocess):
     assert "</svg>" in svgs[0].read_text()[-100:]
 
 
+def test_profile_reports_step_times(python_subprocess):
+    """TORCH_KILN_LOG=profile prints per-op and per-step times at exit; profile() works on demand."""
+    from torch_kiln.compile import profile, set_profiling
+    f = torch.compile(lambda a, b: torch.relu(a @ b + 1).sum(-1), backend="kiln")
+    a, b = torch.randn(8, 16).to("kiln"), torch.randn(16, 4).to("kiln")
+    f(a, b)
+    prog = compiled_programs[-1]
+    assert "profile: off" in profile(prog)
+    set_profiling(prog)
+    for _ in range(4):
+        torch.testing.assert_close(f(a, b).cpu(), torch.relu(a.cpu() @ b.cpu() + 1).sum(-1))
+    text = profile(prog)
+    assert "profile: 4 runs" in text and "by op kind" in text and "step 0:" in text, text
+    set_profiling(prog, False)
+    assert "profile: off" in profile(prog)
+    code = (
+        "import torch, torch_kiln\n"
+        "f = torch.compile(lambda a: torch.tanh(a * 2).sum(-1), backend='kiln')\n"
+        "a = torch.randn(8, 16).to('kiln')\n"
+        "for _ in range(3): f(a)\n"
+        "print('DONE')\n")
+    r = python_subprocess(code, {"TORCH_KILN_LOG": "profile"}, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "DONE" in r.stdout and "profile: 3 runs" in r.stdout, r.stdout[-3000:]
+
+
 def test_recompiles_for_new_shape():
     def fn(x, w):
         return torch.softmax(x @ w, dim=-1) * 2 - x.mean()

@@ -5,7 +5,7 @@ package; without it (a plain source checkout on sys.path) importing this module 
 """
 from importlib.metadata import entry_points as _entry_points
 
-from .backend import compiled_programs, graph_splits, kiln_backend  # noqa: F401
+from .backend import compiled_programs, graph_splits, kiln_backend, profile, set_profiling  # noqa: F401
 
 if not any(ep.name == "kiln" for ep in _entry_points(group="torch_dynamo_backends")):
     from torch._dynamo import register_backend as _register

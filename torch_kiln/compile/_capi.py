@@ -104,6 +104,7 @@ _SIGS = {
     "kiln_exec_dump": [c_void_p, c_int, ctypes.c_char_p, c_size_t, P(c_size_t)],
     "kiln_graph_dump": [c_void_p, ctypes.c_char_p, c_size_t, P(c_size_t)],
     "kiln_exec_dump_svg": [c_void_p, ctypes.c_char_p, c_size_t, P(c_size_t)],
+    "kiln_exec_set_profiling": [c_void_p, c_int],
     "kiln_exec_save": [c_void_p, ctypes.c_char_p],
     "kiln_exec_load": [ctypes.c_char_p, P(c_void_p)],
 }

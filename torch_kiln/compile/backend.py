@@ -13,7 +13,11 @@ concrete call signature: re-traced with those sizes and compiled once per signat
 
 TORCH_KILN_LOG=graph prints, per compiled program, the IR before and after the passes, the fused
 groups and the memory plan, and writes an SVG picture to TORCH_KILN_LOG_DIR (default ./kiln_logs).
+TORCH_KILN_LOG=profile times every step of every program from its compile on and prints the
+per-op and per-step times of each when the process exits; profile(program) / set_profiling(program)
+do the same for one program on demand.
 """
+import atexit
 import ctypes
 import logging
 import os
@@ -50,8 +54,31 @@ compiled_programs = []
 graph_splits = []
 
 
-def _log_enabled():
-    return "graph" in os.environ.get("TORCH_KILN_LOG", "").split(",")
+def _log_enabled(what="graph"):
+    return what in os.environ.get("TORCH_KILN_LOG", "").split(",")
+
+
+def set_profiling(program, on=True):
+    """Start (counters reset) or stop timing every step of a compiled program (KilnProgram)."""
+    if program.exec:
+        check(lib.kiln_exec_set_profiling(program.exec, 1 if on else 0), "kiln_exec_set_profiling")
+
+
+def profile(program):
+    """The program's step times since set_profiling: totals per op kind and per step, slowest first."""
+    if not program.exec:
+        return f"{program.name}: no compiled steps"
+    return f"{program.name}: " + _capi.text(lib.kiln_exec_dump, program.exec, 5)
+
+
+def _print_profiles():
+    for p in compiled_programs:
+        if p.exec:
+            print(f"[kiln] ==== {profile(p)}")
+
+
+if _log_enabled("profile"):
+    atexit.register(_print_profiles)
 
 
 class KilnProgram:
@@ -94,6 +121,8 @@ class KilnProgram:
             with open(path, "w") as f:
                 f.write(_capi.text(lib.kiln_exec_dump_svg, self.exec))
             print(f"[kiln] {name}: stats {self.stats}; picture {path}")
+        if _log_enabled("profile") and self.exec:
+            set_profiling(self)
 
     def __del__(self, _destroy=lib.kiln_exec_destroy):  # bound at definition: module globals may be gone at exit
         if getattr(self, "exec", None):

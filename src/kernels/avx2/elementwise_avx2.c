@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/ew_internal.h"
+#include "kernels/ew_math.h"
 
 #define V8(c) _mm256_set1_ps((float)(c))
 
@@ -174,6 +175,35 @@ DEF_U(u_silu, _mm256_div_ps(x, _mm256_add_ps(V8(1.0f), exp256(_mm256_sub_ps(V8(0
 DEF_U(u_gelu, gelu256(x))
 DEF_U(u_gelu_tanh, gelu_tanh256(x))
 
+DEF_U(u_cube, _mm256_mul_ps(_mm256_mul_ps(x, x), x))
+DEF_U(u_rsqrt_exact, _mm256_div_ps(V8(1.0f), _mm256_sqrt_ps(x)))
+DEF_U(u_recip, _mm256_div_ps(V8(1.0f), x))
+DEF_U(u_recip_square, _mm256_div_ps(V8(1.0f), _mm256_mul_ps(x, x)))
+
+/* pow(x, e) for a scalar e: the exponents kiln_pow_scalar special-cases run vectorized with the
+ * same arithmetic (so the same bits); any other exponent takes kiln_pow_scalar per element. */
+KHEAD(u_pow_scalar) {
+  const float e = (float)g->up.alpha;
+  const float* a = in[0];
+  float* o = out_;
+  if (e == 1.0f) {
+    if (o != a) memmove(o, a, (size_t)n * sizeof(float));
+    return 0;
+  }
+  if (e == 0.0f) {
+    for (int64_t i = 0; i < n; i++) o[i] = 1.0f;
+    return 0;
+  }
+  if (e == 2.0f) return u_square(n, out_, in, g);
+  if (e == 3.0f) return u_cube(n, out_, in, g);
+  if (e == 0.5f) return u_sqrt(n, out_, in, g);
+  if (e == -0.5f) return u_rsqrt_exact(n, out_, in, g);
+  if (e == -1.0f) return u_recip(n, out_, in, g);
+  if (e == -2.0f) return u_recip_square(n, out_, in, g);
+  for (int64_t i = 0; i < n; i++) o[i] = kiln_pow_scalar(a[i], e);
+  return 0;
+}
+
 DEF_B(b_add, _mm256_fmadd_ps(y, al, x))
 DEF_B(b_sub, _mm256_fnmadd_ps(y, al, x))
 DEF_B(b_mul, _mm256_mul_ps(x, y))
@@ -197,6 +227,7 @@ kiln_ew_kernel_t kiln_avx2_unary_f32(kiln_unary_op_t op) {
     case KILN_UNARY_SILU: return u_silu;
     case KILN_UNARY_GELU: return u_gelu;
     case KILN_UNARY_GELU_TANH: return u_gelu_tanh;
+    case KILN_UNARY_POW_SCALAR: return u_pow_scalar;
     default: return NULL;
   }
 }
