@@ -40,6 +40,15 @@ static void ew_loop(void* ctx, char** ptrs, const int64_t* strides, int64_t n) {
     err = d->kernel(n, ptrs[0], in, &d->args);
   } else {
     _Alignas(64) char buf[4][KILN_EW_BLOCK * 8];
+    int filled[3] = {0, 0, 0}; /* a broadcast input (stride 0): converted once, reused per block */
+    for (int k = 0; k < nin; k++) {
+      if (direct_in[k] || strides[k + 1] != 0) continue;
+      const int64_t m = n < KILN_EW_BLOCK ? n : KILN_EW_BLOCK;
+      kiln_cvt(it->dtype[k + 1], ptrs[k + 1], 0, d->in_type[k], buf[k + 1],
+               (int64_t)kiln_dtype_size(d->in_type[k]), m);
+      if (round_in[k]) kiln_cvt_round_f32(d->compute, (float*)buf[k + 1], m);
+      filled[k] = 1;
+    }
     for (int64_t off = 0; off < n; off += KILN_EW_BLOCK) {
       const int64_t m = n - off < KILN_EW_BLOCK ? n - off : KILN_EW_BLOCK;
       const void* in[3] = {NULL, NULL, NULL};
@@ -47,6 +56,10 @@ static void ew_loop(void* ctx, char** ptrs, const int64_t* strides, int64_t n) {
         const char* p = ptrs[k + 1] + off * strides[k + 1];
         if (direct_in[k]) {
           in[k] = p;
+          continue;
+        }
+        if (filled[k]) {
+          in[k] = buf[k + 1];
           continue;
         }
         kiln_cvt(it->dtype[k + 1], p, strides[k + 1], d->in_type[k], buf[k + 1],

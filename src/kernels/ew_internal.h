@@ -90,6 +90,7 @@ void kiln_cpu_force_generic(int on);
 /* f32 kernels replacing the generic ones; NULL where there is none. */
 kiln_ew_kernel_t kiln_avx2_unary_f32(kiln_unary_op_t op);
 kiln_ew_kernel_t kiln_avx2_binary_f32(kiln_binary_op_t op);
+kiln_ew_kernel_t kiln_avx2_ternary_f32(kiln_ternary_op_t op);
 void kiln_avx2_f32_to_f16(const float* src, uint16_t* dst, int64_t n);
 void kiln_avx2_f16_to_f32(const uint16_t* src, float* dst, int64_t n);
 void kiln_avx2_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);

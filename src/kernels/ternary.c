@@ -127,7 +127,8 @@ kiln_status_t kiln_ternary_desc(kiln_ternary_op_t op, double scalar, kiln_dtype_
     kiln_store_f64(tmp, compute, scalar);
     d.args.alpha = kiln_load_f64(tmp, compute);
   }
-  d.kernel = g_ternary[op][it];
+  d.kernel = (it == KILN_DTYPE_F32 && kiln_cpu_has_avx2()) ? kiln_avx2_ternary_f32(op) : NULL;
+  if (!d.kernel) d.kernel = g_ternary[op][it];
   if (!d.kernel)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "ternary %s: not supported for dtype %s",
                       d.name, kiln_dtype_name(compute));

@@ -554,6 +554,14 @@ def test_ternary():
         assert_close(kiln_ternary("LERP", a, b, w, dt, dt), torch.lerp(a, b, w), r, at)
         ws = torch.tensor(0.3, dtype=dt)
         assert_close(kiln_ternary("LERP", a, b, ws, dt, dt), torch.lerp(a, b, ws), r, at)
+        # vector tail (1999 = 8k + 7), the |w| = 0.5 switch between the two forms, specials
+        a7, b7 = with_specials(rand((1999,), dt)), torch.flip(with_specials(rand((1999,), dt)), [0])
+        w7 = rand((1999,), dt, -1, 2)
+        w7[:8] = torch.tensor([0.5, -0.5, 0.4999, 0.5001, 0.0, 1.0, -1.0, 2.0], dtype=dt)
+        assert_close(kiln_ternary("LERP", a7, b7, w7, dt, dt), torch.lerp(a7, b7, w7), r, at)
+        for wv in (0.5, 0.9, -0.25):
+            wt = torch.tensor(wv, dtype=dt)
+            assert_close(kiln_ternary("LERP", a7, b7, wt, dt, dt), torch.lerp(a7, b7, wt), r, at)
         c = rand((2000,), dt, 0.5, 3)
         assert_close(kiln_ternary("ADDCMUL", a, b, c, dt, dt, 0.5),
                      torch.addcmul(a, b, c, value=0.5), r, at)

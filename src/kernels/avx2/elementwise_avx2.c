@@ -204,6 +204,41 @@ KHEAD(u_pow_scalar) {
   return 0;
 }
 
+/* lerp(a, b, w) = |w| < 0.5 ? a + w (b - a) : b - (b - a)(1 - w), fused multiply-adds as in
+ * ATen's vectorized lerp. */
+static inline __m256 lerp8(__m256 a, __m256 b, __m256 w) {
+  const __m256 d = _mm256_sub_ps(b, a);
+  const __m256 small = _mm256_cmp_ps(_mm256_andnot_ps(V8(-0.0f), w), V8(0.5f), _CMP_LT_OQ);
+  const __m256 lo = _mm256_fmadd_ps(w, d, a);
+  const __m256 hi = _mm256_fnmadd_ps(d, _mm256_sub_ps(V8(1.0f), w), b);
+  return _mm256_blendv_ps(hi, lo, small);
+}
+
+KHEAD(t_lerp) {
+  (void)g;
+  const float* a = in[0];
+  const float* b = in[1];
+  const float* w = in[2];
+  float* o = out_;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(o + i, lerp8(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i),
+                                  _mm256_loadu_ps(w + i)));
+  if (i < n) {
+    float ta[8] = {0}, tb[8] = {0}, tw[8] = {0};
+    memcpy(ta, a + i, (size_t)(n - i) * 4);
+    memcpy(tb, b + i, (size_t)(n - i) * 4);
+    memcpy(tw, w + i, (size_t)(n - i) * 4);
+    _mm256_storeu_ps(ta, lerp8(_mm256_loadu_ps(ta), _mm256_loadu_ps(tb), _mm256_loadu_ps(tw)));
+    memcpy(o + i, ta, (size_t)(n - i) * 4);
+  }
+  return 0;
+}
+
+kiln_ew_kernel_t kiln_avx2_ternary_f32(kiln_ternary_op_t op) {
+  return op == KILN_TERNARY_LERP ? t_lerp : NULL;
+}
+
 DEF_B(b_add, _mm256_fmadd_ps(y, al, x))
 DEF_B(b_sub, _mm256_fnmadd_ps(y, al, x))
 DEF_B(b_mul, _mm256_mul_ps(x, y))
