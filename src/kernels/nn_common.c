@@ -13,36 +13,57 @@
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
-static int g_nn_isa = -1; /* -1 unknown, 0 generic, 1 avx2 */
-static int g_nn_forced;
+static int g_nn_isa = -1; /* -1 unknown, 0 generic, 1 avx2, 2 avx2 + avx512 */
+static int g_nn_forced;   /* kiln_nn_force_generic: 0 auto, 1 generic, 2 at most AVX2 */
 
-static int detect_avx2(void) {
+#if defined(__x86_64__) || defined(__i386__)
+/* The AVX2 table with the AVX-512F attention primitives over it (filled before g_nn_isa
+ * publishes 2, so readers of 2 see it complete). */
+static kiln_nn_ops_t g_nn_avx512;
+#endif
+
+static int detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
   const char* env = getenv("KILN_DISABLE_AVX2");
   if (env != NULL && env[0] != '\0' && env[0] != '0') return 0;
   __builtin_cpu_init();
   /* Every AVX2+FMA CPU also has F16C (and clang's builtin does not know "f16c"). */
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) {
+    kiln_nn_ops_t t = kiln_nn_ops_avx2;
+    t.gemm = kiln_nn_avx512_gemm;
+    t.exp_sum = kiln_nn_avx512_exp_sum;
+    t.max = kiln_nn_avx512_max;
+    g_nn_avx512 = t;
+    return 2;
+  }
+#endif
+  return 1;
 #else
   return 0;
 #endif
 }
 
 const kiln_nn_ops_t* kiln_nn_ops(void) {
-  if (__atomic_load_n(&g_nn_forced, __ATOMIC_RELAXED)) return &kiln_nn_ops_generic;
-  int v = __atomic_load_n(&g_nn_isa, __ATOMIC_RELAXED);
+  const int forced = __atomic_load_n(&g_nn_forced, __ATOMIC_RELAXED);
+  if (forced == 1) return &kiln_nn_ops_generic;
+  int v = __atomic_load_n(&g_nn_isa, __ATOMIC_ACQUIRE);
   if (v < 0) {
-    v = detect_avx2();
-    __atomic_store_n(&g_nn_isa, v, __ATOMIC_RELAXED);
+    v = detect(); /* racing first calls compute the same table */
+    __atomic_store_n(&g_nn_isa, v, __ATOMIC_RELEASE);
   }
 #if defined(__x86_64__) || defined(__i386__)
+  if (v == 2 && forced == 0) return &g_nn_avx512;
   return v ? &kiln_nn_ops_avx2 : &kiln_nn_ops_generic;
 #else
   return &kiln_nn_ops_generic;
 #endif
 }
 
-void kiln_nn_force_generic(int on) { __atomic_store_n(&g_nn_forced, on ? 1 : 0, __ATOMIC_RELAXED); }
+void kiln_nn_force_generic(int on) {
+  __atomic_store_n(&g_nn_forced, on == 1 || on == 2 ? on : 0, __ATOMIC_RELAXED);
+}
 
 /* ---- scalar access -------------------------------------------------------------------------- */
 

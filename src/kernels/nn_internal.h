@@ -63,9 +63,19 @@ typedef struct kiln_nn_ops {
 extern const kiln_nn_ops_t kiln_nn_ops_generic;
 extern const kiln_nn_ops_t kiln_nn_ops_avx2;
 
-/* The primitives for this CPU: AVX2+FMA (with F16C) when present and KILN_DISABLE_AVX2 is unset/0. */
+/* AVX-512F gemm / exp_sum / max (avx512/nn_avx512.c; same contracts and per-element results as
+ * the AVX2 ones). Call only when the CPU has AVX-512F. */
+void kiln_nn_avx512_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                         int64_t rs_a, int64_t cs_a, const float* b, int64_t ldb, float* c,
+                         int64_t ldc, int acc);
+float kiln_nn_avx512_exp_sum(const float* x, float shift, float* y, int64_t n);
+float kiln_nn_avx512_max(const float* x, int64_t n);
+
+/* The primitives for this CPU: AVX2+FMA (with F16C) when present and KILN_DISABLE_AVX2 is unset/0,
+ * with the AVX-512F gemm / exp_sum / max over them when the CPU has AVX-512F. */
 const kiln_nn_ops_t* kiln_nn_ops(void);
-/* Tests: 1 forces the generic primitives, 0 returns to automatic selection. */
+/* Tests: 1 forces the generic primitives, 2 the AVX2 ones (no AVX-512), 0 returns to automatic
+ * selection. */
 void kiln_nn_force_generic(int on);
 
 /* Tests: kiln_kernel_sdpa_backward's schedule, 0 automatic, 1 two passes, 2 fused. */

@@ -199,16 +199,34 @@ static void run_horizontal(const red_plan_t* pl) {
   }
 }
 
-/* Vertical: one task = up to RED_VBLOCK consecutive outputs along K dim 0 (x stride kxs[0]). */
-static void vert_pass(const red_plan_t* pl, const kiln_red_op_t* op, const char* x, int64_t w,
-                      kiln_red_state_t* st) {
+/* Vertical: one task = up to RED_VBLOCK consecutive outputs along K dim 0 (x stride kxs[0]).
+ * vert_rows feeds the reduced rows [r0, r1) (odometer order over R) into st[0..w). */
+static void vert_rows(const red_plan_t* pl, const kiln_red_op_t* op, const char* x, int64_t w,
+                      kiln_red_state_t* st, int64_t r0, int64_t r1) {
   const int64_t esz = (int64_t)kiln_dtype_size(pl->type), sk = pl->kxs[0];
   const int direct = pl->xdtype == pl->type && sk == esz && !pl->round_in;
   _Alignas(64) char buf[RED_VBLOCK * 8];
   int64_t idx[KILN_MAX_DIMS] = {0};
   const char* p = x;
-  for (int64_t r = 0; r < pl->n_red; r++) {
-    if (direct) {
+  int64_t rem = r0;
+  for (int d = 0; d < pl->nr; d++) {
+    idx[d] = rem % pl->rshape[d];
+    rem /= pl->rshape[d];
+    p += idx[d] * pl->rxs[d];
+  }
+  /* f32 sums (and the first pass of var/std): the states' double accumulators in a contiguous
+   * array, so the row loop vectorizes; same per-column order and arithmetic. */
+  const int dense_sum = direct && pl->type == KILN_DTYPE_F32 &&
+                        (op->op == KILN_REDUCE_SUM || op->op == KILN_REDUCE_MEAN ||
+                         ((op->op == KILN_REDUCE_VAR || op->op == KILN_REDUCE_STD) && op->pass == 0));
+  double acc[RED_VBLOCK];
+  if (dense_sum)
+    for (int64_t j = 0; j < w; j++) acc[j] = st[j].a;
+  for (int64_t r = r0; r < r1; r++) {
+    if (dense_sum) {
+      const float* f = (const float*)(const void*)p;
+      for (int64_t j = 0; j < w; j++) acc[j] += (double)f[j];
+    } else if (direct) {
       kiln_red_vert(op, pl->type, p, w, st);
     } else {
       kiln_cvt(pl->xdtype, p, sk, pl->type, buf, esz, w);
@@ -222,25 +240,98 @@ static void vert_pass(const red_plan_t* pl, const kiln_red_op_t* op, const char*
       idx[d] = 0;
     }
   }
+  if (dense_sum)
+    for (int64_t j = 0; j < w; j++) {
+      st[j].a = acc[j];
+      st[j].n += r1 - r0;
+    }
+}
+
+static void vert_pass(const red_plan_t* pl, const kiln_red_op_t* op, const char* x, int64_t w,
+                      kiln_red_state_t* st) {
+  vert_rows(pl, op, x, w, st, 0, pl->n_red);
+}
+
+/* The inputs and outputs of vertical task t (a block of <= RED_VBLOCK outputs). */
+static void vert_task(const red_plan_t* pl, int64_t t, const char** xp, char** yp, int64_t* wp) {
+  const int64_t nb = (pl->kshape[0] + RED_VBLOCK - 1) / RED_VBLOCK;
+  int64_t b = t % nb, rest = t / nb;
+  const char* x = pl->xdata + b * RED_VBLOCK * pl->kxs[0];
+  char* y = pl->odata + b * RED_VBLOCK * pl->kos[0];
+  for (int d = 1; d < pl->nk; d++) {
+    int64_t i = rest % pl->kshape[d];
+    rest /= pl->kshape[d];
+    x += i * pl->kxs[d];
+    y += i * pl->kos[d];
+  }
+  int64_t w = pl->kshape[0] - b * RED_VBLOCK;
+  *wp = w > RED_VBLOCK ? RED_VBLOCK : w;
+  *xp = x;
+  *yp = y;
+}
+
+/* Few vertical tasks over many rows (a norm's weight gradient: [8, 128, 128] summed to [128]):
+ * rows are cut into chunks fixed by the shape alone (so results do not depend on the thread
+ * count), each (task, chunk) sums its rows, and the partial states are combined in chunk order. */
+typedef struct {
+  const red_plan_t* pl;
+  int64_t n_chunks, rows;
+  kiln_red_state_t* part; /* [task][chunk][RED_VBLOCK] */
+} vsplit_t;
+
+static void vsplit_job(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  (void)thread_id;
+  const vsplit_t* v = ctx;
+  for (int64_t u = begin; u < end; u++) {
+    const int64_t t = u / v->n_chunks, c = u % v->n_chunks;
+    const char* x;
+    char* y;
+    int64_t w;
+    vert_task(v->pl, t, &x, &y, &w);
+    kiln_red_state_t* st = v->part + u * RED_VBLOCK;
+    for (int64_t j = 0; j < w; j++) kiln_red_init(&v->pl->op, v->pl->is_float, &st[j]);
+    const int64_t r0 = c * v->rows, r1 = r0 + v->rows < v->pl->n_red ? r0 + v->rows : v->pl->n_red;
+    vert_rows(v->pl, &v->pl->op, x, w, st, r0, r1);
+  }
+}
+
+static int run_vertical_split(const red_plan_t* pl, int64_t tasks) {
+  const kiln_reduce_op_t o = pl->op.op;
+  if (!pl->is_float || (o != KILN_REDUCE_SUM && o != KILN_REDUCE_MEAN)) return 0;
+  const int64_t w = pl->kshape[0] < RED_VBLOCK ? pl->kshape[0] : RED_VBLOCK;
+  int64_t rows = (RED_MIN_CHUNK + w - 1) / w; /* >= RED_MIN_CHUNK elements per chunk */
+  const int64_t min_rows = (pl->n_red + 15) / 16; /* at most 16 chunks */
+  if (rows < min_rows) rows = min_rows;
+  const int64_t n_chunks = (pl->n_red + rows - 1) / rows;
+  if (n_chunks < 2) return 0;
+  vsplit_t v = {pl, n_chunks, rows, NULL};
+  v.part = malloc(sizeof(kiln_red_state_t) * (size_t)(tasks * n_chunks * RED_VBLOCK));
+  if (!v.part) return 0; /* the unsplit path needs no memory */
+  kiln_parallel_for(tasks * n_chunks, 1, vsplit_job, &v);
+  for (int64_t t = 0; t < tasks; t++) {
+    const char* x;
+    char* y;
+    int64_t wt;
+    vert_task(pl, t, &x, &y, &wt);
+    kiln_red_state_t* st = v.part + t * n_chunks * RED_VBLOCK;
+    for (int64_t c = 1; c < n_chunks; c++)
+      for (int64_t j = 0; j < wt; j++)
+        kiln_red_combine(&pl->op, pl->is_float, &st[j], &st[c * RED_VBLOCK + j]);
+    for (int64_t j = 0; j < wt; j++) finish(pl, &st[j], y + j * pl->kos[0]);
+  }
+  free(v.part);
+  return 1;
 }
 
 static void vertical_job(void* ctx, int64_t begin, int64_t end, int thread_id) {
   (void)thread_id;
   const red_plan_t* pl = ctx;
-  const int64_t nb = (pl->kshape[0] + RED_VBLOCK - 1) / RED_VBLOCK;
   kiln_red_state_t st[RED_VBLOCK];
   for (int64_t t = begin; t < end; t++) {
-    int64_t b = t % nb, rest = t / nb;
-    const char* x = pl->xdata + b * RED_VBLOCK * pl->kxs[0];
-    char* y = pl->odata + b * RED_VBLOCK * pl->kos[0];
-    for (int d = 1; d < pl->nk; d++) {
-      int64_t i = rest % pl->kshape[d];
-      rest /= pl->kshape[d];
-      x += i * pl->kxs[d];
-      y += i * pl->kos[d];
-    }
-    int64_t w = pl->kshape[0] - b * RED_VBLOCK;
-    if (w > RED_VBLOCK) w = RED_VBLOCK;
+    const char* x;
+    char* y;
+    int64_t w;
+    vert_task(pl, t, &x, &y, &w);
     for (int64_t j = 0; j < w; j++) kiln_red_init(&pl->op, pl->is_float, &st[j]);
     vert_pass(pl, &pl->op, x, w, st);
     if (is_two_pass(pl->op.op)) {
@@ -269,6 +360,7 @@ static void run_vertical(red_plan_t* pl) {
   const int64_t per_task = (pl->kshape[0] < RED_VBLOCK ? pl->kshape[0] : RED_VBLOCK) * pl->n_red;
   int64_t grain = RED_MIN_CHUNK / (per_task ? per_task : 1);
   if (grain < 1) grain = 1;
+  if (tasks < 4 && tasks * per_task >= 4 * RED_MIN_CHUNK && run_vertical_split(pl, tasks)) return;
   if (tasks <= grain) vertical_job(pl, 0, tasks, 0);
   else kiln_parallel_for(tasks, grain, vertical_job, pl);
 }

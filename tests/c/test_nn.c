@@ -214,6 +214,11 @@ KT_TEST(softmax_matches_reference_generic) {
   softmax_suite();
   kiln_nn_force_generic(0);
 }
+KT_TEST(softmax_matches_reference_avx2) {
+  kiln_nn_force_generic(2);
+  softmax_suite();
+  kiln_nn_force_generic(0);
+}
 
 KT_TEST(softmax_special_values_inplace_and_errors) {
   float x[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, 1, 2, 3, 4};
@@ -708,6 +713,59 @@ static void sdpa_suite(void) {
 KT_TEST(sdpa_matches_reference) { sdpa_suite(); }
 KT_TEST(sdpa_matches_reference_generic) {
   kiln_nn_force_generic(1);
+  sdpa_suite();
+  kiln_nn_force_generic(0);
+}
+/* The automatic primitives (AVX-512 where the CPU has it) give the AVX2 results bit for bit:
+ * gemm over edge tiles, strided / transposed A and accumulation; exp_sum's values and max. */
+KT_TEST(nn_primitives_match_avx2) {
+  kiln_nn_force_generic(2);
+  const kiln_nn_ops_t* ref = kiln_nn_ops();
+  kiln_nn_force_generic(0);
+  const kiln_nn_ops_t* got = kiln_nn_ops();
+  const int64_t dims[][3] = {{1, 1, 1}, {6, 32, 8}, {7, 33, 5}, {13, 64, 32}, {5, 17, 64},
+                             {64, 64, 32}, {3, 40, 1}, {12, 31, 70}};
+  for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
+    const int64_t m = dims[t][0], n = dims[t][1], k = dims[t][2];
+    float* a = malloc(sizeof(float) * (size_t)(m * k * 2));
+    float* b = malloc(sizeof(float) * (size_t)(k * (n + 3)));
+    float* c0 = malloc(sizeof(float) * (size_t)(m * (n + 5)));
+    float* c1 = malloc(sizeof(float) * (size_t)(m * (n + 5)));
+    for (int64_t i = 0; i < m * k * 2; i++) a[i] = (float)((i * 37 % 101) - 50) / 17.0f;
+    for (int64_t i = 0; i < k * (n + 3); i++) b[i] = (float)((i * 53 % 89) - 44) / 13.0f;
+    for (int tr = 0; tr < 2; tr++)
+      for (int acc = 0; acc < 2; acc++) {
+        for (int64_t i = 0; i < m * (n + 5); i++) c0[i] = c1[i] = (float)(i % 7) - 3.0f;
+        /* tr: A read transposed (rs 1, cs 2m) from a 2m x k buffer, else row-major, rs 2k */
+        const int64_t rs = tr ? 1 : 2 * k, cs = tr ? 2 * m : 1;
+        ref->gemm(m, n, k, 0.75f, a, rs, cs, b, n + 3, c0, n + 5, acc);
+        got->gemm(m, n, k, 0.75f, a, rs, cs, b, n + 3, c1, n + 5, acc);
+        KT_CHECK(memcmp(c0, c1, sizeof(float) * (size_t)(m * (n + 5))) == 0);
+      }
+    free(a);
+    free(b);
+    free(c0);
+    free(c1);
+  }
+  float x[200], y0[200], y1[200];
+  for (int i = 0; i < 200; i++) x[i] = (float)((i * 29 % 61) - 30) / 3.0f;
+  x[3] = -INFINITY;
+  x[9] = NAN;
+  x[11] = 100.0f;
+  for (int n = 0; n <= 200; n += 1 + n / 7) {
+    memset(y0, 0, sizeof y0);
+    memset(y1, 0, sizeof y1);
+    const float s0 = ref->exp_sum(x, 2.0f, y0, n), s1 = got->exp_sum(x, 2.0f, y1, n);
+    KT_CHECK(memcmp(y0, y1, sizeof y0) == 0);
+    KT_CHECK((isnan(s0) && isnan(s1)) || s0 == s1 || fabsf(s0 - s1) <= 1e-5f * fabsf(s0));
+    const float m0 = n > 9 ? ref->max(x + 10, n - 10) : 0, m1 = n > 9 ? got->max(x + 10, n - 10) : 0;
+    KT_CHECK(m0 == m1);
+  }
+}
+
+/* On an AVX-512 CPU the default run above uses the AVX-512 primitives: cover AVX2 as well. */
+KT_TEST(sdpa_matches_reference_avx2) {
+  kiln_nn_force_generic(2);
   sdpa_suite();
   kiln_nn_force_generic(0);
 }

@@ -765,6 +765,23 @@ def test_reduce_norm_orders():
 
 
 @pytest.mark.filterwarnings("ignore:.*degrees of freedom")
+def test_reduce_vertical_row_split():
+    """Few outputs over many rows (a norm's weight gradient) split the rows into fixed chunks."""
+    cases = [((8, 128, 128), (0, 1), torch.float32), ((3000, 70), (0,), torch.float32),
+             ((2, 9000, 33), (0, 1), torch.float64), ((4, 4096, 100), (0, 1), torch.float16)]
+    for shape, dims, dt in cases:
+        x = rand(shape, dt, -2, 3)
+        for op in ("SUM", "MEAN"):
+            compute = torch.float32 if dt == torch.float16 else dt
+            got = kiln_reduce(op, x, dims, compute, dt)
+            want = torch_reduce(op, x, dims)
+            r, a = tol(dt, loose=True)
+            assert_close(got, want, r, max(a, 1e-5 if dt == torch.float32 else a))
+            # a transposed (non-unit column stride) copy takes the staged rows
+            xt = x.transpose(-1, -2).contiguous().transpose(-1, -2)
+            assert_close(kiln_reduce(op, xt, dims, compute, dt), want, r, max(a, 1e-5 if dt == torch.float32 else a))
+
+
 def test_reduce_edges():
     x = torch.tensor([1.0, float("nan"), 3.0])
     for op in ("SUM", "MEAN", "AMAX", "AMIN", "VAR", "LOGSUMEXP"):
