@@ -14,7 +14,10 @@
  * halves so results down to the subnormal range are right. NaN in -> NaN out. */
 static inline __m256 exp256(__m256 x) {
   const __m256 isnan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  __m256 xc = _mm256_min_ps(_mm256_max_ps(x, V8(-105.0f)), V8(88.8f));
+  /* x <= -105 gives exactly 0 below: compute those lanes on 0 so nothing underflows (an
+   * underflowing multiply takes a microcode assist on Intel; masked scores are -inf) */
+  const __m256 tiny = _mm256_cmp_ps(x, V8(-105.0f), _CMP_LE_OQ);
+  __m256 xc = _mm256_min_ps(_mm256_max_ps(_mm256_andnot_ps(tiny, x), V8(-105.0f)), V8(88.8f));
   __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, V8(1.44269504088896341f)),
                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, V8(0.693359375f), xc);
@@ -31,7 +34,7 @@ static inline __m256 exp256(__m256 x) {
   __m256i n2 = _mm256_sub_epi32(ni, n1);
   __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
   __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-  __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  __m256 y = _mm256_andnot_ps(tiny, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
   return _mm256_blendv_ps(y, x, isnan);
 }
 

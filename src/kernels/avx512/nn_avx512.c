@@ -18,11 +18,14 @@ static inline __mmask16 tail16(int64_t r) {
   return r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
 }
 
-/* exp256 of nn_avx2.c in 16 lanes: Cody-Waite reduction, Cephes polynomial, 2^n in two halves. */
+/* exp256 of nn_avx2.c in 16 lanes: Cody-Waite reduction, Cephes polynomial, 2^n in two halves;
+ * lanes <= -104 (exactly 0) are computed on 0 so nothing underflows. */
 static inline __m512 exp512(__m512 x) {
   const __mmask16 isnan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   const __mmask16 big = _mm512_cmp_ps_mask(x, V16(88.72283935546875f), _CMP_GT_OQ);
-  __m512 xc = _mm512_min_ps(_mm512_max_ps(x, V16(-104.0f)), V16(88.7f));
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, V16(-104.0f), _CMP_LE_OQ); /* exactly 0 below */
+  __m512 xc = _mm512_min_ps(_mm512_max_ps(_mm512_mask_blend_ps(tiny, x, V16(0.0f)), V16(-104.0f)),
+                            V16(88.7f));
   __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, V16(1.44269504088896341f)),
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, V16(0.693359375f), xc);
@@ -41,6 +44,7 @@ static inline __m512 exp512(__m512 x) {
   const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
   const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
   __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+  y = _mm512_mask_blend_ps(tiny, y, V16(0.0f));
   y = _mm512_mask_blend_ps(big, y, V16(INFINITY));
   return _mm512_mask_blend_ps(isnan, y, x);
 }
