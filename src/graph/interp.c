@@ -193,7 +193,15 @@ void gx_group_prepare(const kiln_graph_t* g, gx_group* gr) {
     kiln_ew_desc_t d;
     kiln_status_t st;
     int nsrc;
-    if (in->op == GX_OP_CAST) continue; /* kiln_cvt: any pair of dtypes */
+    if (in->op == GX_OP_CAST) { /* kiln_cvt: any pair of dtypes, from the input's own dtype */
+      gx_opd o = in->src[0];
+      if (o.kind == GX_OPD_IN) {
+        const int own = g->values[gr->in_vids[o.idx]].dtype;
+        if (gr->in_type[o.idx] >= 0 && gr->in_type[o.idx] != own) return;
+        gr->in_type[o.idx] = (signed char)own;
+      }
+      continue;
+    }
     if (is_half(in->compute)) return;  /* f16/bf16 compute rounds operands: staged path */
     if (in->op == GX_OP_UNARY) {
       kiln_unary_params_t p = {in->f[0], in->f[1], in->f[2], in->f[3], in->f[4], in->f[5],

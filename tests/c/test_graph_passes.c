@@ -293,6 +293,40 @@ KT_TEST(inplace_fused) {
   free(xin);
 }
 
+/* A fused group where one f64 input feeds an f32 binary (the direct path would present it
+ * converted) and a cast to i64 (which must read the f64 value itself): such a group stays on the
+ * staged path, and both compiles give the exact result. */
+KT_TEST(direct_group_input_read_in_two_types) {
+  int64_t s[2] = {16, 300};
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, b, bf, a;
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_F64, 2, s, &x));
+  KT_OK(kiln_graph_cast(g, x, KILN_DTYPE_I64, &b));
+  KT_OK(kiln_graph_cast(g, b, F32, &bf));
+  KT_OK(kiln_graph_binary_ex(g, KILN_BINARY_SUB, bf, x, 1.0, F32, F32, &a));
+  KT_OK(kiln_graph_output(g, a));
+  double* xin = malloc(sizeof(double) * 16 * 300);
+  for (int i = 0; i < 16 * 300; i++) xin[i] = 16777217.5 + 4.0 * (double)(i % 7); /* not f32 */
+  static float oa[2][16 * 300];
+  for (int pass = 0; pass < 2; pass++) {
+    kiln_exec_t* e;
+    KT_OK(kiln_graph_compile_ex(g, pass ? KILN_COMPILE_NO_DIRECT_GROUPS : 0, &e));
+    KT_CHECK(gt_stats(e).n_fused_groups == 1);
+    void* ins[1] = {xin};
+    void* outs[1] = {oa[pass]};
+    KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+    kiln_exec_destroy(e);
+  }
+  KT_CHECK(memcmp(oa[0], oa[1], sizeof oa[0]) == 0);
+  /* (f32)(i64)x - (f32)x: the cast truncates the f64 value (16777217), not its f32 rounding
+   * (16777218), so the result is -2, not 0 */
+  for (int i = 0; i < 16 * 300; i++)
+    KT_CHECK(oa[0][i] == (float)(int64_t)xin[i] - (float)xin[i] && oa[0][i] == -2.0f);
+  free(xin);
+  kiln_graph_destroy(g);
+}
+
 KT_TEST(profiling_counts_steps) {
   int64_t s[2] = {64, 300};
   kiln_graph_t* g;
