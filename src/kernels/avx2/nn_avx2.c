@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/exp_consts.h"
 #include "kernels/half.h"
 #include "kernels/nn_internal.h"
 
@@ -38,16 +39,16 @@ static inline __m256 exp256(__m256 x) {
    * so the final scaling does not underflow (a microcode assist per vector on Intel). */
   const __m256 tiny = _mm256_cmp_ps(x, V8(-104.0f), _CMP_LE_OQ);
   __m256 xc = _mm256_min_ps(_mm256_max_ps(_mm256_andnot_ps(tiny, x), V8(-104.0f)), V8(88.7f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, V8(1.44269504088896341f)),
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, V8(KILN_EXP_LOG2E)),
                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, V8(0.693359375f), xc);
-  r = _mm256_fnmadd_ps(n, V8(-2.12194440e-4f), r);
-  __m256 p = V8(1.9875691500E-4f);
-  p = _mm256_fmadd_ps(p, r, V8(1.3981999507E-3f));
-  p = _mm256_fmadd_ps(p, r, V8(8.3334519073E-3f));
-  p = _mm256_fmadd_ps(p, r, V8(4.1665795894E-2f));
-  p = _mm256_fmadd_ps(p, r, V8(1.6666665459E-1f));
-  p = _mm256_fmadd_ps(p, r, V8(5.0000001201E-1f));
+  __m256 r = _mm256_fnmadd_ps(n, V8(KILN_EXP_LN2_HI), xc);
+  r = _mm256_fnmadd_ps(n, V8(KILN_EXP_LN2_LO), r);
+  __m256 p = V8(KILN_EXP_P0);
+  p = _mm256_fmadd_ps(p, r, V8(KILN_EXP_P1));
+  p = _mm256_fmadd_ps(p, r, V8(KILN_EXP_P2));
+  p = _mm256_fmadd_ps(p, r, V8(KILN_EXP_P3));
+  p = _mm256_fmadd_ps(p, r, V8(KILN_EXP_P4));
+  p = _mm256_fmadd_ps(p, r, V8(KILN_EXP_P5));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, V8(1.0f)));
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1);

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/exp_consts.h"
 #include "kernels/nn_internal.h"
 
 #define V16(c) _mm512_set1_ps((float)(c))
@@ -26,16 +27,16 @@ static inline __m512 exp512(__m512 x) {
   const __mmask16 tiny = _mm512_cmp_ps_mask(x, V16(-104.0f), _CMP_LE_OQ); /* exactly 0 below */
   __m512 xc = _mm512_min_ps(_mm512_max_ps(_mm512_mask_blend_ps(tiny, x, V16(0.0f)), V16(-104.0f)),
                             V16(88.7f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, V16(1.44269504088896341f)),
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, V16(KILN_EXP_LOG2E)),
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, V16(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(n, V16(-2.12194440e-4f), r);
-  __m512 p = V16(1.9875691500E-4f);
-  p = _mm512_fmadd_ps(p, r, V16(1.3981999507E-3f));
-  p = _mm512_fmadd_ps(p, r, V16(8.3334519073E-3f));
-  p = _mm512_fmadd_ps(p, r, V16(4.1665795894E-2f));
-  p = _mm512_fmadd_ps(p, r, V16(1.6666665459E-1f));
-  p = _mm512_fmadd_ps(p, r, V16(5.0000001201E-1f));
+  __m512 r = _mm512_fnmadd_ps(n, V16(KILN_EXP_LN2_HI), xc);
+  r = _mm512_fnmadd_ps(n, V16(KILN_EXP_LN2_LO), r);
+  __m512 p = V16(KILN_EXP_P0);
+  p = _mm512_fmadd_ps(p, r, V16(KILN_EXP_P1));
+  p = _mm512_fmadd_ps(p, r, V16(KILN_EXP_P2));
+  p = _mm512_fmadd_ps(p, r, V16(KILN_EXP_P3));
+  p = _mm512_fmadd_ps(p, r, V16(KILN_EXP_P4));
+  p = _mm512_fmadd_ps(p, r, V16(KILN_EXP_P5));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, V16(1.0f)));
   const __m512i ni = _mm512_cvtps_epi32(n);
   const __m512i n1 = _mm512_srai_epi32(ni, 1);
