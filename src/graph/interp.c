@@ -180,6 +180,13 @@ static int opd_dtype(const kiln_graph_t* g, const gx_group* gr, gx_opd o) {
 
 static int is_half(int t) { return t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16; }
 
+/* Records that group input j is read as dtype `want`; 0 when another reader wants another. */
+static int present_as(gx_group* gr, int j, int want) {
+  if (gr->in_type[j] >= 0 && gr->in_type[j] != want) return 0;
+  gr->in_type[j] = (signed char)want;
+  return 1;
+}
+
 void gx_group_prepare(const kiln_graph_t* g, gx_group* gr) {
   gr->direct = 0;
   for (int k = 0; k < gr->n_instr; k++) {
@@ -195,11 +202,8 @@ void gx_group_prepare(const kiln_graph_t* g, gx_group* gr) {
     int nsrc;
     if (in->op == GX_OP_CAST) { /* kiln_cvt: any pair of dtypes, from the input's own dtype */
       gx_opd o = in->src[0];
-      if (o.kind == GX_OPD_IN) {
-        const int own = g->values[gr->in_vids[o.idx]].dtype;
-        if (gr->in_type[o.idx] >= 0 && gr->in_type[o.idx] != own) return;
-        gr->in_type[o.idx] = (signed char)own;
-      }
+      if (o.kind == GX_OPD_IN && !present_as(gr, o.idx, g->values[gr->in_vids[o.idx]].dtype))
+        return;
       continue;
     }
     if (is_half(in->compute)) return;  /* f16/bf16 compute rounds operands: staged path */
@@ -223,10 +227,9 @@ void gx_group_prepare(const kiln_graph_t* g, gx_group* gr) {
     for (int j = 0; j < nsrc; j++) {
       gx_opd o = in->src[j];
       if (o.kind == GX_OPD_NONE) return;
-      int want = (int)d.in_type[j];
+      const int want = (int)d.in_type[j];
       if (o.kind == GX_OPD_IN) { /* an input (a scalar constant, say) may be converted once */
-        if (gr->in_type[o.idx] >= 0 && gr->in_type[o.idx] != want) return;
-        gr->in_type[o.idx] = (signed char)want;
+        if (!present_as(gr, o.idx, want)) return;
       } else if (opd_dtype(g, gr, o) != want) {
         return;
       }
@@ -256,31 +259,9 @@ static int dense(const tile_t* t, const int64_t* st) {
   return 1;
 }
 
-/* One row of n elements of es bytes: src stride ss, dst stride ds (bytes; 0 = broadcast src). */
-static void row_copy(char* d, int64_t ds, const char* s, int64_t ss, int64_t n, int64_t es) {
-  if (ss == es && ds == es) {
-    memcpy(d, s, (size_t)(n * es));
-    return;
-  }
-  switch (es) {
-    case 4:
-      if (ss == 0 && ds == 4) {
-        float v;
-        memcpy(&v, s, 4);
-        for (int64_t i = 0; i < n; i++) ((float*)(void*)d)[i] = v;
-      } else {
-        for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, 4);
-      }
-      break;
-    case 8: for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, 8); break;
-    case 2: for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, 2); break;
-    default: for (int64_t i = 0; i < n; i++) d[i * ds] = s[i * ss]; break;
-  }
-}
-
 /* Copies between the tile's row-major buffer `buf` and the strided operand at `base` (tile
- * strides st, elements of es bytes): gather when to_buf (converting from dtype `from` to `to`
- * when they differ), else scatter. Dims are merged where the operand allows, and a tiny inner
+ * strides st, elements of es bytes): gather when to_buf (kiln_cvt from dtype `from` to `to`),
+ * else scatter (back from `to` to `from`). Dims are merged where the operand allows, and a tiny inner
  * dim goes outside a much longer one (like kiln_iter), so an interleave is not a call per pair. */
 static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st, int64_t es,
                       int to_buf, kiln_dtype_t from, kiln_dtype_t to) {
@@ -320,9 +301,8 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
   char* p = base;
   char* b = buf;
   for (int64_t row = 0; row < rows; row++) {
-    if (!to_buf) row_copy(p, s0, b, b0, L, es);
-    else if (from == to) row_copy(b, b0, p, s0, L, es);
-    else kiln_cvt(from, p, s0, to, b, b0, L);
+    if (to_buf) kiln_cvt(from, p, s0, to, b, b0, L);
+    else kiln_cvt(to, b, b0, from, p, s0, L);
     for (int d = 1; d < nd; d++) {
       p += ss[d] * es;
       b += bst[d] * bs;
