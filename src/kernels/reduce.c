@@ -215,23 +215,25 @@ static void vert_rows(const red_plan_t* pl, const kiln_red_op_t* op, const char*
     p += idx[d] * pl->rxs[d];
   }
   /* f32 sums (and the first pass of var/std): the states' double accumulators in a contiguous
-   * array, so the row loop vectorizes; same per-column order and arithmetic. */
-  const int dense_sum = direct && pl->type == KILN_DTYPE_F32 &&
+   * array, so the row loop vectorizes; same per-column order and arithmetic as kiln_red_vert. */
+  const int dense_sum = pl->type == KILN_DTYPE_F32 &&
                         (op->op == KILN_REDUCE_SUM || op->op == KILN_REDUCE_MEAN ||
                          ((op->op == KILN_REDUCE_VAR || op->op == KILN_REDUCE_STD) && op->pass == 0));
   double acc[RED_VBLOCK];
   if (dense_sum)
     for (int64_t j = 0; j < w; j++) acc[j] = st[j].a;
   for (int64_t r = r0; r < r1; r++) {
-    if (dense_sum) {
-      const float* f = (const float*)(const void*)p;
-      for (int64_t j = 0; j < w; j++) acc[j] += (double)f[j];
-    } else if (direct) {
-      kiln_red_vert(op, pl->type, p, w, st);
-    } else {
+    const char* row = p;
+    if (!direct) {
       kiln_cvt(pl->xdtype, p, sk, pl->type, buf, esz, w);
       if (pl->round_in) kiln_cvt_round_f32(pl->compute, (float*)buf, w);
-      kiln_red_vert(op, pl->type, buf, w, st);
+      row = buf;
+    }
+    if (dense_sum) {
+      const float* f = (const float*)(const void*)row;
+      for (int64_t j = 0; j < w; j++) acc[j] += (double)f[j];
+    } else {
+      kiln_red_vert(op, pl->type, row, w, st);
     }
     for (int d = 0; d < pl->nr; d++) { /* odometer over R */
       p += pl->rxs[d];
