@@ -256,6 +256,9 @@ enum {
   KILN_COMPILE_NO_VIEW_SINK = 1 << 7,      /* moving reshapes past pointwise consumers */
   KILN_COMPILE_NO_DCE = 1 << 8,            /* keep unused nodes (they still run) */
   KILN_COMPILE_NO_DIRECT_GROUPS = 1 << 9,  /* fused groups: one strided kernel call per op */
+  KILN_COMPILE_NO_CAT_ELISION = 1 << 10,   /* cat inputs computed in place in the result */
+  KILN_COMPILE_NO_SIBLING_FUSION = 1 << 11, /* groups sharing an input run as one */
+  KILN_COMPILE_NO_HFUSE = 1 << 12,          /* matmuls sharing A merged into one wider GEMM */
 };
 
 /* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs
@@ -317,7 +320,10 @@ typedef struct kiln_exec_stats {
   int64_t n_output_copies;     /* outputs that need a copy (views, inputs, constants) */
   int64_t constant_bytes;      /* constant data held by the exec */
   int64_t scratch_bytes;       /* interpreter scratch (all threads) */
-  int64_t reserved[13];
+  int64_t n_cats_elided;       /* cats whose inputs were computed straight into the result */
+  int64_t n_sibling_merges;    /* independent groups sharing an input merged into one */
+  int64_t n_gemms_merged;      /* matmuls merged into wider ones (horizontal fusion) */
+  int64_t reserved[10];
 } kiln_exec_stats_t;
 
 /* Fills *out. Errors: INVALID_ARGUMENT (NULL). */

@@ -199,6 +199,20 @@ static void dump_after(sink_t* s, const kiln_exec_t* e) {
       value_where(s, e, ins[k]);
       sp(s, "\n");
     }
+    int n_out = n->n_out;
+    const int* outs = n->out;
+    if (n->op == GX_OP_FUSED) {
+      n_out = e->groups[n->aux].n_out;
+      outs = e->groups[n->aux].out_vids;
+    }
+    for (int k = 0; k < n_out; k++) { /* results written into a window of another value */
+      if (outs[k] < 0 || g->values[outs[k]].root == outs[k]) continue;
+      sp(s, "          writes ");
+      vname(s, outs[k]);
+      sp(s, ": ");
+      value_where(s, e, outs[k]);
+      sp(s, "\n");
+    }
   }
   sp(s, "outputs:");
   for (int k = 0; k < g->n_outputs; k++) {
@@ -288,12 +302,14 @@ static void dump_stats(sink_t* s, const kiln_exec_t* e) {
   const kiln_exec_stats_t* t = &e->stats;
   sp(s, "stats: nodes %lld -> %lld, kernels/run %lld, fused groups %lld (%lld nodes, %lld "
      "reductions), epilogues %lld (%lld ops), dce %lld, cse %lld, folded %lld, views %lld "
-     "(%lld copies), in-place %lld, output copies %lld, arena %lld / %lld bytes\n",
+     "(%lld copies), in-place %lld, output copies %lld, cats elided %lld, sibling merges %lld, gemms merged %lld, "
+     "arena %lld / %lld bytes\n",
      (long long)t->n_nodes_before, (long long)t->n_nodes_after, (long long)t->n_kernels_per_run,
      (long long)t->n_fused_groups, (long long)t->n_fused_nodes, (long long)t->n_reduce_fused,
      (long long)t->n_epilogues, (long long)t->n_epilogue_ops, (long long)t->n_dce,
      (long long)t->n_cse, (long long)t->n_folded, (long long)t->n_views,
      (long long)t->n_view_copies, (long long)t->n_inplace, (long long)t->n_output_copies,
+     (long long)t->n_cats_elided, (long long)t->n_sibling_merges, (long long)t->n_gemms_merged,
      (long long)t->arena_bytes, (long long)t->intermediates_bytes);
 }
 

@@ -237,8 +237,13 @@ kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_
   }
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_VIEW_SINK)) st = gx_pass_view_sink(w, NULL);
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_DCE)) st = gx_pass_dce(w, NULL);
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_HFUSE)) {
+    st = gx_pass_hfuse(w, &e->stats.n_gemms_merged);
+    if (st == KILN_OK && !(flags & KILN_COMPILE_NO_DCE)) st = gx_pass_dce(w, NULL);
+  }
   if (st == KILN_OK) st = gx_pass_views(e);
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_EPILOGUE)) st = gx_pass_epilogue(e);
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_CAT_ELISION)) st = gx_pass_cat(e);
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_FUSION)) st = gx_pass_fusion(e);
   if (st == KILN_OK) st = gx_plan(e);
   if (st != KILN_OK) {

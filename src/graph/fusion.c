@@ -233,6 +233,13 @@ static const int* node_inputs(const kiln_exec_t* e, const gx_node* n, int* n_in)
   return n->in;
 }
 
+/* The value a read of x by node n is filed under: x's root, except that an elided cat reads
+ * the pointwise result its input windows (that result must be stored, and written before the
+ * cat's position). */
+static int use_key(const kiln_graph_t* g, const gx_node* n, int x) {
+  return gx_cat_elided(n) ? gx_view_source(g, x) : g->values[x].root;
+}
+
 static kiln_status_t build_uses(kiln_exec_t* e, uses_t* u) {
   const kiln_graph_t* g = e->wg;
   int NV = g->n_values, NN = g->n_nodes;
@@ -255,7 +262,7 @@ static kiln_status_t build_uses(kiln_exec_t* e, uses_t* u) {
     const int* in = node_inputs(e, n, &n_in);
     for (int k = 0; k < n_in; k++)
       if (in[k] >= 0) {
-        u->cnt[g->values[in[k]].root]++;
+        u->cnt[use_key(g, n, in[k])]++;
         total++;
       }
   }
@@ -277,7 +284,7 @@ static kiln_status_t build_uses(kiln_exec_t* e, uses_t* u) {
     const int* in = node_inputs(e, n, &n_in);
     for (int k = 0; k < n_in; k++)
       if (in[k] >= 0) {
-        int r = g->values[in[k]].root;
+        int r = use_key(g, n, in[k]);
         u->cons[u->off[r] + fill[r]++] = e->order[oi];
       }
   }
@@ -744,7 +751,8 @@ static kiln_status_t build_program(kiln_exec_t* e, const uses_t* U, groups_t* G,
     stp = heap;
   }
   for (int j = 0; j < gr->n_in; j++) bcast_strides(&g->values[gr->in_vids[j]], S, n, stp[j]);
-  for (int j = 0; j < gr->n_out; j++) gx_contig_strides(S, n, stp[gr->n_in + j]);
+  /* outputs are roots (contiguous) or windows of an elided cat's result */
+  for (int j = 0; j < gr->n_out; j++) bcast_strides(&g->values[gr->out_vids[j]], S, n, stp[gr->n_in + j]);
   uint32_t mask = 0;
   if (red >= 0) {
     mask = (uint32_t)g->nodes[red].i[0];
@@ -862,6 +870,88 @@ static int find_reduction(const kiln_exec_t* e, const uses_t* U, groups_t* G, in
   return -1;
 }
 
+/* ---- sibling fusion ---------------------------------------------------------------------------
+ * Two groups with no data flow between them, over the same iteration shape, that read the same
+ * full-size input (RoPE's even and odd halves both read x[..., 0::2], x[..., 1::2], cos, sin)
+ * run as one group at the later one's position: the shared input is read once per tile and one
+ * step replaces two. Legal when every outside reader of the earlier group comes after that
+ * position (which also rules out a path from one group to the other). The merged group's
+ * stored results stay few enough for the direct path. */
+
+#define GX_SIBLING_MAX_OUT 8 /* = the direct path's output limit */
+
+static int group_last_pos(const uses_t* U, const groups_t* G, int gi) {
+  int p = -1;
+  for (int i = 0; i < G->n_mem[gi]; i++)
+    if (U->pos[G->members[gi][i]] > p) p = U->pos[G->members[gi][i]];
+  return p;
+}
+
+/* Results of the union of groups a and b read outside it (or graph outputs). */
+static int union_outputs(const kiln_graph_t* g, const uses_t* U, groups_t* G, int a, int b) {
+  int n = 0;
+  for (int s = 0; s < 2; s++) {
+    int gi = s ? b : a;
+    for (int i = 0; i < G->n_mem[gi]; i++) {
+      int v = g->nodes[G->members[gi][i]].out[0];
+      int ext = U->is_out[v];
+      for (int k = U->off[v]; k < U->off[v + 1] && !ext; k++) {
+        int c = U->cons[k];
+        int gc = G->grp[c] >= 0 ? find(G, G->grp[c]) : -1;
+        if (gc != a && gc != b) ext = 1;
+      }
+      n += ext;
+    }
+  }
+  return n;
+}
+
+/* 1 if value x is read as a full-size operand of iteration shape S (no broadcast). */
+static int full_size(const gx_value* x, const gx_value* S) {
+  return same_shape(x, S) && x->numel > 1;
+}
+
+static kiln_status_t merge_siblings(kiln_exec_t* e, const uses_t* U, groups_t* G) {
+  const kiln_graph_t* g = e->wg;
+  for (int gi = 0; gi < G->n_groups; gi++) {
+    if (G->head[gi] != gi || G->n_mem[gi] == 0) continue;
+    int again = 1;
+    while (again) {
+      again = 0;
+      const gx_value* S = &g->values[g->nodes[G->members[gi][0]].out[0]];
+      for (int i = 0; i < G->n_mem[gi] && !again; i++) {
+        const gx_node* m = &g->nodes[G->members[gi][i]];
+        for (int k = 0; k < m->n_in && !again; k++) {
+          int x = m->in[k];
+          if (x < 0 || !full_size(&g->values[x], S)) continue;
+          int r = g->values[x].root;
+          for (int q = U->off[r]; q < U->off[r + 1] && !again; q++) {
+            int c = U->cons[q];
+            if (G->grp[c] < 0) continue;
+            int gj = find(G, G->grp[c]);
+            if (gj == gi || G->n_mem[gj] == 0) continue;
+            const gx_node* cn = &g->nodes[c];
+            int reads = 0;
+            for (int j = 0; j < cn->n_in; j++) reads |= cn->in[j] == x;
+            if (!reads || !same_shape(&g->values[cn->out[0]], S)) continue;
+            if (G->n_mem[gi] + G->n_mem[gj] > GX_GROUP_MAX) continue;
+            int pi = group_last_pos(U, G, gi), pj = group_last_pos(U, G, gj);
+            int early = pi < pj ? gi : gj, late = pi < pj ? gj : gi, at = pi > pj ? pi : pj;
+            if (!legal_merge(e, U, G, early, late, -1, at) ||
+                !legal_merge(e, U, G, late, early, -1, at))
+              continue;
+            if (union_outputs(g, U, G, gi, gj) > GX_SIBLING_MAX_OUT) continue;
+            KILN_RETURN_IF_ERROR(merge(e, G, gi, gj));
+            e->stats.n_sibling_merges++;
+            again = 1;
+          }
+        }
+      }
+    }
+  }
+  return KILN_OK;
+}
+
 kiln_status_t gx_pass_fusion(kiln_exec_t* e) {
   kiln_graph_t* g = e->wg;
   const kiln_allocator_t* a = &e->alloc;
@@ -924,6 +1014,12 @@ kiln_status_t gx_pass_fusion(kiln_exec_t* e) {
       st = merge(e, &G, pg, cg);
       if (st != KILN_OK) goto done;
     }
+  }
+
+  /* 1b. siblings: independent groups over the same space reading the same full-size input */
+  if (!(e->flags & KILN_COMPILE_NO_SIBLING_FUSION)) {
+    st = merge_siblings(e, &U, &G);
+    if (st != KILN_OK) goto done;
   }
 
   /* 2. turn groups into fused nodes */

@@ -86,7 +86,7 @@ typedef struct gx_node {
   size_t data_bytes;
   int owns_data;
   int dead;
-  int aux; /* FUSED: group index */
+  int aux; /* FUSED: group index; CAT: 1 when elided (inputs are windows of the output) */
 } gx_node;
 
 typedef struct gx_value {
@@ -286,11 +286,23 @@ kiln_status_t gx_pass_dce(kiln_graph_t* g, int64_t* removed);
 kiln_status_t gx_pass_cse(kiln_graph_t* g, int64_t* merged);
 kiln_status_t gx_pass_fold(kiln_graph_t* g, int64_t* folded);
 kiln_status_t gx_pass_view_sink(kiln_graph_t* g, int64_t* moved);
+/* Horizontal GEMM fusion (hfuse.c): f32 matmuls sharing A with weight B's become one matmul
+ * against the stacked weights; the old results become column slices. Graph level, before the
+ * view pass; *merged counts the matmuls merged. */
+kiln_status_t gx_pass_hfuse(kiln_graph_t* g, int64_t* merged);
 /* Computes layouts for every live value in order, inserting contiguous copies for reshapes
  * that cannot be views; rewrites e->order. */
 kiln_status_t gx_pass_views(kiln_exec_t* e);
 kiln_status_t gx_pass_epilogue(kiln_exec_t* e);
 kiln_status_t gx_pass_fusion(kiln_exec_t* e);
+/* Cat elision (cat.c): a cat whose inputs are (reshapes of) single-use pointwise results makes
+ * those results windows of its output and is marked elided (no step). Run after the epilogue
+ * pass, before fusion. */
+kiln_status_t gx_pass_cat(kiln_exec_t* e);
+/* 1 for a cat node marked elided by gx_pass_cat. */
+int gx_cat_elided(const gx_node* n);
+/* The non-view value x is a (chain of) view(s) of; x itself when it is not a view. */
+int gx_view_source(const kiln_graph_t* g, int x);
 /* Builds steps, storage, in-place reuse and the arena plan. */
 kiln_status_t gx_plan(kiln_exec_t* e);
 

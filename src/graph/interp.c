@@ -300,9 +300,20 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
   const int64_t L = sh[0], s0 = ss[0] * es, b0 = bst[0] * bs;
   char* p = base;
   char* b = buf;
+  /* same-dtype 4-byte rows with a strided side (interleaves): a plain loop, not a call per row */
+  const int plain = from == to && es == 4 && (ss[0] != 1 || bst[0] != 1);
   for (int64_t row = 0; row < rows; row++) {
-    if (to_buf) kiln_cvt(from, p, s0, to, b, b0, L);
-    else kiln_cvt(to, b, b0, from, p, s0, L);
+    if (plain) {
+      const int64_t ps = s0, bsd = b0;
+      if (to_buf)
+        for (int64_t i = 0; i < L; i++) memcpy(b + i * bsd, p + i * ps, 4);
+      else
+        for (int64_t i = 0; i < L; i++) memcpy(p + i * ps, b + i * bsd, 4);
+    } else if (to_buf) {
+      kiln_cvt(from, p, s0, to, b, b0, L);
+    } else {
+      kiln_cvt(to, b, b0, from, p, s0, L);
+    }
     for (int d = 1; d < nd; d++) {
       p += ss[d] * es;
       b += bst[d] * bs;

@@ -313,25 +313,31 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
       e->steps[ns++] = s;
     }
   }
+  /* the last step writing into each root (several for the windows of an elided cat) */
+  for (int oi = 0; oi < e->n_order; oi++) {
+    const gx_node* n = &g->nodes[e->order[oi]];
+    if (!is_compute(n->op) || gx_cat_elided(n)) continue;
+    const int* outs;
+    int n_out = step_outputs(e, n, &outs);
+    for (int j = 0; j < n_out; j++)
+      if (outs[j] >= 0) L.last[g->values[outs[j]].root] = oi;
+  }
   for (int oi = 0; oi < e->n_order; oi++) {
     int id = e->order[oi];
     const gx_node* n = &g->nodes[id];
-    if (!is_compute(n->op)) continue;
+    if (!is_compute(n->op) || gx_cat_elided(n)) continue;
     gx_step s = {GX_STEP_NODE, id, -1, -1};
     e->steps[ns++] = s;
-    const int* outs;
-    int n_out = step_outputs(e, n, &outs);
     for (int k = 0; k < g->n_outputs; k++) {
       int r = g->values[g->outputs[k]].root;
-      if (!out_copy[k]) continue;
-      for (int j = 0; j < n_out; j++)
-        if (outs[j] == r) {
-          gx_step c = {GX_STEP_COPY, -1, g->outputs[k], k};
-          e->steps[ns++] = c;
-          break;
-        }
+      if (out_copy[k] && e->st_cls[r] != GX_ST_INPUT && e->st_cls[r] != GX_ST_CONST &&
+          L.last[r] == oi) {
+        gx_step c = {GX_STEP_COPY, -1, g->outputs[k], k};
+        e->steps[ns++] = c;
+      }
     }
   }
+  for (int v = 0; v < NV; v++) L.last[v] = -1;
   e->n_steps = ns;
 
   /* 4. liveness per root */
@@ -354,8 +360,11 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
       if (ins[k] >= 0) L.last[g->values[ins[k]].root] = s;
     const int* outs;
     int n_out = step_outputs(e, n, &outs);
-    for (int k = 0; k < n_out; k++)
-      if (outs[k] >= 0 && e->v_used[outs[k]] && L.first[outs[k]] < 0) L.first[outs[k]] = s;
+    for (int k = 0; k < n_out; k++) {
+      if (outs[k] < 0 || !e->v_used[outs[k]]) continue;
+      int r = g->values[outs[k]].root; /* itself, or the value it is a window of */
+      if (L.first[r] < 0) L.first[r] = s;
+    }
   }
 
   /* 5. buffers (with in-place reuse) in step order */
@@ -370,7 +379,9 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
     int n_out = step_outputs(e, n, &outs);
     for (int k = 0; k < n_out; k++) {
       int v = outs[k];
-      if (v < 0 || !e->v_used[v] || e->st_cls[v] != GX_ST_ARENA || L.buf_of[v] >= 0) continue;
+      if (v < 0 || !e->v_used[v]) continue;
+      v = g->values[v].root; /* a window's buffer starts at its first writer */
+      if (e->st_cls[v] != GX_ST_ARENA || L.buf_of[v] >= 0) continue;
       gx_buffer* b = &e->bufs[e->n_bufs];
       b->root = v;
       b->bytes = round_up(value_bytes(&g->values[v]));

@@ -31,6 +31,7 @@
 #ifndef NC
 #define NC 4080 /* widest column panel */
 #endif
+#define ADIRECT_MAX_N 256 /* up to this N, A is read in place (see kiln_sgemm_run) */
 #define B_GROUP 16 /* slivers packed together: 1 KB sequential reads per row of B */
 #define SMALL_MNK (64 * 64 * 64) /* below: unpacked, caller thread */
 #define THREAD_MNK (128 * 128 * 128) /* from here: use the pool */
@@ -38,6 +39,10 @@
 /* ---- micro-kernel selection ---------------------------------------------------------------- */
 
 static int g_isa_override; /* 0 auto, 1 generic, 2 AVX2 */
+static int g_no_adirect;    /* 1: always pack A (tests, benchmarks) */
+
+/* Allows (1, the default) or forbids (0) reading A in place for narrow products. */
+void kiln_gemm_set_adirect(int on) { g_no_adirect = !on; }
 
 /* Selects the micro-kernels (0 best, 1 generic, 2 AVX2). */
 void kiln_gemm_set_isa(int isa) { g_isa_override = isa; }
@@ -127,6 +132,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 typedef struct gemm_ctx {
   const kiln_sgemm_problem_t* pr;
   kiln_sgemm_ukr_fn ukr;
+  kiln_sgemm_ukr_adirect_fn dukr; /* non-NULL: A is read in place (narrow products), not packed */
   int avx2;
   int nthreads;
   int split_n;          /* 0: units are row blocks of C, 1: column ranges of the panel */
@@ -177,6 +183,23 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64
   const int64_t ns = s1 - s0, kc = g->kc;
   const float beta = g->pc == 0 ? pr->beta : 1.0f;
   const int last = g->pc + kc == pr->k && pr->ep != NULL;
+  if (g->dukr != NULL) { /* A in place: each 6-row sliver (in L1) against every B sliver */
+    const float* a = (const float*)pr->a.p + g->pc;
+    for (int64_t ir = 0; ir < mb; ir += MR) {
+      const int mr = (int)min64(MR, mb - ir);
+      const float* ar = a + (i0 + ir) * pr->a.rs;
+      for (int64_t t = 0; t < ns; t++) {
+        const int64_t s = s0 + (first - s0 + t) % ns;
+        const float* bp = b_sliver(g, s);
+        const int64_t j = g->jc + s * NR;
+        const int nr = (int)min64(NR, g->jc + g->nc - j);
+        float* c = pr->c + (i0 + ir) * pr->ldc + j;
+        g->dukr(kc, ar, pr->a.rs, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
+        if (last) kiln_gemm_epilogue_tile(c, pr->ldc, i0 + ir, j, mr, nr, pr->ep);
+      }
+    }
+    return;
+  }
   kiln_gemm_pack_a(ap, &pr->a, i0, g->pc, mb, kc);
   for (int64_t t = 0; t < ns; t++) {
     const int64_t s = s0 + (first - s0 + t) % ns;
@@ -338,6 +361,11 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
   g.pr = pr;
   g.ukr = avx2 && use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
   g.avx2 = avx2;
+  /* Narrow products on AVX2 read a row-major f32 A in place: with few B slivers per A block,
+   * packing A costs a noticeable share of the multiply. (With AVX-512 packing stays faster.) */
+  if (avx2 && !use_avx512() && !g_no_adirect && !g.split_n && pr->n <= ADIRECT_MAX_N &&
+      pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 && pr->a.rs >= 1)
+    g.dukr = kiln_sgemm_ukr_adirect_avx2;
   g.nthreads = nthreads;
   g.bpack = scratch->buf;
   g.apack = scratch->buf + kc_max * nc_max;

@@ -54,6 +54,16 @@ void kiln_sgemm_ukr_strided_avx2(int64_t k, const float* a, int64_t rs_a, int64_
                                  const float* b, int64_t rs_b, float* c, int64_t ldc, float alpha,
                                  float beta, int mr, int nr);
 
+/* Micro-kernel on an unpacked row-major A: A(i,p) = a[i*lda + p] for i < mr (nothing past row
+ * mr-1 is read), B a packed sliver; same results as the packed AVX2 kernel. Used for narrow
+ * products, where packing A costs a noticeable share of the multiply (3-12% faster at N <= 256
+ * on AVX2; on AVX-512 the packed kernel stays ahead, so there is no AVX-512 version). */
+typedef void (*kiln_sgemm_ukr_adirect_fn)(int64_t kc, const float* a, int64_t lda, const float* b,
+                                          float* c, int64_t ldc, float alpha, float beta, int mr,
+                                          int nr);
+void kiln_sgemm_ukr_adirect_avx2(int64_t kc, const float* a, int64_t lda, const float* b,
+                                 float* c, int64_t ldc, float alpha, float beta, int mr, int nr);
+
 /* AVX-512F version of the packed micro-kernel (src/kernels/avx512/gemm_avx512.c), same layout
  * and contract; call only when the CPU has AVX-512F. */
 void kiln_sgemm_ukr_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
@@ -111,5 +121,8 @@ kiln_status_t kiln_dgemm_strided(int64_t m, int64_t n, int64_t k, double alpha, 
  * 2 = AVX2 + FMA even where AVX-512F exists (the CPU must have AVX2 + FMA; else generic).
  * For tests and benchmarks; not thread-safe against concurrent GEMMs. */
 void kiln_gemm_set_isa(int isa);
+/* 1 (default): narrow products read a row-major A in place; 0: always pack A. Same results
+ * either way. For tests and benchmarks; not thread-safe against concurrent GEMMs. */
+void kiln_gemm_set_adirect(int on);
 
 #endif /* KILN_KERNELS_GEMM_INTERNAL_H */

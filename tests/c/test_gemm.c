@@ -162,6 +162,36 @@ KT_TEST(sgemm_generic_kernel) { KT_CHECK(check_forced_isa(1) == 0); }
  * default path again; both packed kernels share layout and driver). */
 KT_TEST(sgemm_avx2_kernel_forced) { KT_CHECK(check_forced_isa(2) == 0); }
 
+/* AVX2 narrow products read A in place (kiln_sgemm_ukr_adirect_avx2): the same bits as packing
+ * A, on edge rows/columns, a split K, padding (lda > k) and an epilogue; the checks of
+ * check_forced_isa(2) above cover correctness against the reference. */
+KT_TEST(sgemm_avx2_unpacked_a_matches_packed) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+  kiln_gemm_set_isa(2);
+  static const int64_t shp[][3] = {{1024, 128, 128}, {301, 70, 513}, {97, 250, 257}, {130, 17, 40}};
+  int diff = 0;
+  for (int s = 0; s < 4; s++) {
+    const int64_t m = shp[s][0], n = shp[s][1], k = shp[s][2], lda = k + 3;
+    float* a = fvec(m * lda);
+    float* b = fvec(n * k);
+    float* bias = fvec(n);
+    float* c[2];
+    for (int d = 0; d < 2; d++) {
+      c[d] = fvec(m * n);
+      kiln_gemm_set_adirect(d);
+      kiln_gemm_epilogue_t ep = {bias, 1, KILN_GEMM_ACT_SILU, NULL, 0};
+      KT_OK(kiln_sgemm_ex(0, 1, m, n, k, 1.0f, a, lda, b, k, 0.0f, c[d], n, s & 1 ? &ep : NULL));
+    }
+    diff += memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)) != 0;
+    free(a); free(b); free(bias); free(c[0]); free(c[1]);
+  }
+  kiln_gemm_set_adirect(1);
+  kiln_gemm_set_isa(0);
+  KT_CHECK(diff == 0);
+#endif
+}
+
 KT_TEST(sgemm_epilogues) {
   int bad = 0;
   const int64_t sh[][3] = {{7, 19, 5}, {61, 45, 33}, {130, 150, 300}};

@@ -327,6 +327,76 @@ KT_TEST(direct_group_input_read_in_two_types) {
   kiln_graph_destroy(g);
 }
 
+/* x @ W1^T, x @ W2^T, x @ W3^T (weights [N, K]) and x @ B4 (a [K, N] weight) share x: with M >=
+ * 64 they become one GEMM on stacked weights, results column slices; the same numbers as
+ * separate GEMMs up to rounding (a narrow product may take the unpacked kernel, which sums in
+ * another order). Small M is left alone. */
+KT_TEST(horizontal_gemm_fusion) {
+  for (int small = 0; small < 2; small++) {
+    for (int mixed = 0; mixed < 2; mixed++) {
+      const int64_t M = small ? 8 : 96, K = 40, N[3] = {48, 16, 24};
+      kiln_graph_t* g;
+      KT_OK(kiln_graph_create(&g));
+      int x, w[3], r[3], perm[2] = {1, 0};
+      int64_t xs[2] = {M, K};
+      KT_OK(kiln_graph_input(g, F32, 2, xs, &x));
+      for (int k = 0; k < 3; k++) {
+        int64_t ws[2] = {N[k], K}, bs[2] = {K, N[k]};
+        int b;
+        if (mixed && k == 2) {
+          KT_OK(kiln_graph_input(g, F32, 2, bs, &w[k]));
+          b = w[k];
+        } else {
+          KT_OK(kiln_graph_input(g, F32, 2, ws, &w[k]));
+          KT_OK(kiln_graph_permute(g, w[k], perm, &b));
+        }
+        KT_OK(kiln_graph_matmul(g, x, b, &r[k]));
+      }
+      int sg, prod;
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_SILU, r[1], F32, &sg));
+      int sl;
+      KT_OK(kiln_graph_slice(g, r[0], 1, 8, 24, 1, &sl));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, sg, sl, 1.0, F32, &prod)); /* [M, 16] */
+      KT_OK(kiln_graph_output(g, prod));
+      KT_OK(kiln_graph_output(g, r[0]));
+      KT_OK(kiln_graph_output(g, r[2]));
+      float* xin = gt_randf(M * K);
+      float* win[3];
+      for (int k = 0; k < 3; k++) win[k] = gt_randf(N[k] * K);
+      float* out[2][3];
+      for (int pass = 0; pass < 2; pass++) {
+        kiln_exec_t* e;
+        KT_OK(kiln_graph_compile_ex(g, pass ? KILN_COMPILE_NO_HFUSE : 0, &e));
+        KT_CHECK(gt_stats(e).n_gemms_merged == (pass || small ? 0 : 3));
+        out[pass][0] = malloc(sizeof(float) * (size_t)(M * 16));
+        out[pass][1] = malloc(sizeof(float) * (size_t)(M * N[0]));
+        out[pass][2] = malloc(sizeof(float) * (size_t)(M * N[2]));
+        void* ins[4] = {xin, win[0], win[1], win[2]};
+        KT_OK(kiln_exec_run(e, 4, ins, 3, (void**)out[pass]));
+        kiln_exec_destroy(e);
+      }
+      KT_CHECK(gt_maxrel(out[0][0], out[1][0], M * 16) < 1e-5);
+      KT_CHECK(gt_maxrel(out[0][1], out[1][1], M * N[0]) < 1e-5);
+      KT_CHECK(gt_maxrel(out[0][2], out[1][2], M * N[2]) < 1e-5);
+      /* against a direct reference for output 1 (x @ W1^T) */
+      double worst = 0;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N[0]; j++) {
+          double acc = 0;
+          for (int64_t p = 0; p < K; p++) acc += (double)xin[i * K + p] * win[0][j * K + p];
+          double d = fabs(acc - out[0][1][i * N[0] + j]);
+          if (d > worst) worst = d;
+        }
+      KT_CHECK(worst < 1e-4);
+      for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < 3; k++) free(out[pass][k]);
+      free(xin);
+      for (int k = 0; k < 3; k++) free(win[k]);
+      kiln_graph_destroy(g);
+    }
+  }
+}
+
 KT_TEST(profiling_counts_steps) {
   int64_t s[2] = {64, 300};
   kiln_graph_t* g;

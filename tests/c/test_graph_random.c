@@ -31,7 +31,7 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
   vals[nv].rows = M, vals[nv].cols = 1, nv++;
   int steps = 6 + pick(20);
   for (int s = 0; s < steps && nv < 60; s++) {
-    int kind = pick(15);
+    int kind = pick(17);
     val_t a = vals[nv - 1 - pick(nv < 6 ? nv : 6)];
     val_t b = vals[pick(nv)];
     val_t r;
@@ -114,14 +114,55 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
       KT_OK(kiln_graph_reshape(g, sum, 2, back, &sl));
       KT_OK(kiln_graph_slice(g, sl, 1, 1, 2 * N, 2, &v)); /* the odd lanes: vals[0] again */
       r = a;
+    } else if (kind == 15 && a.rows == M && a.cols == N) { /* RoPE-style stack of two results */
+      /* (a*c - b*s, a*s + b*c) with c, s row/column broadcasts, stacked on a new last dim, then
+       * one lane read back: siblings sharing inputs, a cat made of their results */
+      val_t c = vals[2], sn = vals[3];
+      int m1, m2, m3, m4, e0, e1, u0, u1, st, fl, lane;
+      int b0 = vals[pick(2)].vid;
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, a.vid, c.vid, 1.0, F32, &m1));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, b0, sn.vid, 1.0, F32, &m2));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_SUB, m1, m2, 1.0, F32, &e0));
+      if (pick(3) == 0) { /* a single-node producer */
+        KT_OK(kiln_graph_unary(g, KILN_UNARY_TANH, b0, F32, &e1));
+      } else {
+        KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, a.vid, sn.vid, 1.0, F32, &m3));
+        KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, b0, c.vid, 1.0, F32, &m4));
+        KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, m3, m4, 1.0, F32, &e1));
+      }
+      int64_t u3[3] = {M, N, 1}, back[2] = {M, 2 * N};
+      KT_OK(kiln_graph_reshape(g, e0, 3, u3, &u0));
+      KT_OK(kiln_graph_reshape(g, e1, 3, u3, &u1));
+      int ids[2] = {u0, u1};
+      KT_OK(kiln_graph_cat(g, 2, ids, 2, &st)); /* [M, N, 2] */
+      KT_OK(kiln_graph_reshape(g, st, 2, back, &fl));
+      if (pick(4) == 0 && kiln_graph_num_outputs(g) < 4)
+        KT_OK(kiln_graph_output(g, pick(2) ? st : fl)); /* the cat itself */
+      KT_OK(kiln_graph_slice(g, fl, 1, pick(2), 2 * N, 2, &lane));
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_NEG, lane, F32, &v));
+      r = a;
+    } else if (kind == 16 && a.cols == N) { /* cat along rows of two results, read back */
+      int e0, e1, ct, sl;
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_SIGMOID, a.vid, F32, &e0));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, b.vid, a.vid, 1.0, F32, &e1));
+      int ids[2] = {e0, e1};
+      int64_t sh1[8];
+      int nd1;
+      KT_OK(kiln_graph_value_info(g, e1, NULL, &nd1, sh1));
+      if (nd1 != 2 || sh1[1] != N) continue;
+      KT_OK(kiln_graph_cat(g, 2, ids, 0, &ct)); /* [a.rows + e1 rows, N] */
+      KT_OK(kiln_graph_slice(g, ct, 0, a.rows, a.rows + sh1[0], 1, &sl)); /* e1 back */
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_ABS, sl, F32, &v));
+      r.rows = (int)sh1[0];
+      r.cols = N;
     } else {
       continue;
     }
     r.vid = v;
     vals[nv++] = r;
   }
-  /* outputs: the last value and a few random ones */
-  int k = 0;
+  /* outputs: the last value and a few random ones (after any cat results made outputs above) */
+  int k = kiln_graph_num_outputs(g);
   KT_OK(kiln_graph_output(g, vals[nv - 1].vid));
   k++;
   for (int i = 0; i < 2; i++) {
@@ -171,8 +212,9 @@ static void run_config(int m, int n, int count) {
   in[3] = gt_randf(M);
   int off = KILN_COMPILE_NO_FUSION | KILN_COMPILE_NO_EPILOGUE | KILN_COMPILE_NO_VIEW_SINK |
             KILN_COMPILE_NO_INPLACE | KILN_COMPILE_NO_CSE | KILN_COMPILE_NO_FOLD |
-            KILN_COMPILE_NO_MEMORY_REUSE;
-  int bad = 0, bad_direct = 0, fused = 0, direct = 0;
+            KILN_COMPILE_NO_MEMORY_REUSE | KILN_COMPILE_NO_CAT_ELISION |
+            KILN_COMPILE_NO_SIBLING_FUSION;
+  int bad = 0, bad_direct = 0, fused = 0, direct = 0, elided = 0, siblings = 0;
   for (int t = 0; t < count; t++) {
     int n_out;
     kiln_graph_t* g = random_graph(t, &n_out);
@@ -183,9 +225,11 @@ static void run_config(int m, int n, int count) {
     KT_OK(kiln_graph_compile_ex(g, fl | KILN_COMPILE_NO_DIRECT_GROUPS, &es));
     fused += gt_stats(eo).n_fused_groups > 0;
     direct += gt_count_direct(eo);
-    float* ro[3];
-    float* oo[3];
-    float* so[3];
+    elided += gt_stats(eo).n_cats_elided > 0;
+    siblings += gt_stats(eo).n_sibling_merges > 0;
+    float* ro[8];
+    float* oo[8];
+    float* so[8];
     for (int k = 0; k < n_out; k++) {
       ro[k] = malloc(sizeof(float) * (size_t)out_numel(er, k));
       oo[k] = malloc(sizeof(float) * (size_t)out_numel(er, k));
@@ -225,6 +269,8 @@ static void run_config(int m, int n, int count) {
   KT_CHECK(bad_direct == 0);
   KT_CHECK(fused > count / 3);
   KT_CHECK(direct > count / 4);
+  KT_CHECK(elided > count / 10);
+  KT_CHECK(siblings > count / 10);
   for (int i = 0; i < 4; i++) free(in[i]);
 }
 

@@ -340,6 +340,12 @@ def test_llama_style_30_steps_compiled_matches_eager():
         assert 0 < s["arena_bytes"] < s["intermediates_bytes"], (p.name, s)
     assert any(p.stats["n_epilogues"] > 0 for p in progs), [p.stats for p in progs]
     assert "forward" in progs[0].name and progs[0].dump()
+    fw = progs[0].stats
+    # per layer: q/k/v and w1/w3 projections merged into two wider GEMMs; RoPE's stack of the
+    # rotated halves (q and k) written in place by one sibling-fused group each
+    assert fw["n_gemms_merged"] == 5 * LLAMA_CFG.layers, fw
+    assert fw["n_cats_elided"] >= 2 * LLAMA_CFG.layers, fw
+    assert fw["n_sibling_merges"] >= 2 * LLAMA_CFG.layers, fw
 
 
 def test_small_cnn_30_steps_compiled_matches_eager():

@@ -38,11 +38,12 @@ log = logging.getLogger("torch_kiln.compile")
 _STATS_FIELDS = ["arena_bytes", "intermediates_bytes", "n_nodes_before", "n_nodes_after", "n_fused_groups",
                  "n_kernels_per_run", "n_dce", "n_cse", "n_folded", "n_views", "n_view_copies", "n_epilogues",
                  "n_epilogue_ops", "n_fused_nodes", "n_reduce_fused", "n_inplace", "n_output_copies",
-                 "constant_bytes", "scratch_bytes"]
+                 "constant_bytes", "scratch_bytes", "n_cats_elided", "n_sibling_merges",
+                 "n_gemms_merged"]
 
 
 class _Stats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_int64) for n in _STATS_FIELDS] + [("reserved", ctypes.c_int64 * 13)]
+    _fields_ = [(n, ctypes.c_int64) for n in _STATS_FIELDS] + [("reserved", ctypes.c_int64 * 10)]
 
 
 lib.kiln_exec_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Stats)]

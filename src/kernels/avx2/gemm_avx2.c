@@ -113,6 +113,25 @@ void kiln_sgemm_ukr_avx2(int64_t kc, const float* a, const float* b, float* c, i
   KILN_STORE_TILE();
 }
 
+/* 6x16 micro-kernel on a row-major A (row stride lda) and a packed B sliver; the same k order as
+ * the packed kernel, so the same bits. */
+void kiln_sgemm_ukr_adirect_avx2(int64_t kc, const float* a, int64_t lda, const float* b,
+                                 float* c, int64_t ldc, float alpha, float beta, int mr, int nr) {
+  KILN_ZERO_ACC();
+  /* rows past mr repeat the last valid row (valid memory, results discarded) */
+  const float* ar[MR];
+  for (int r = 0; r < MR; r++) ar[r] = a + (int64_t)(r < mr ? r : mr - 1) * lda;
+  for (int r = 0; r < mr; r++) _mm_prefetch((const char*)(c + r * ldc), _MM_HINT_T0);
+#define DIRECT_A(r) (ar[r] + p)
+  for (int64_t p = 0; p < kc; p++) {
+    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    KILN_FMA_ROWS(DIRECT_A);
+    b += NR;
+  }
+#undef DIRECT_A
+  KILN_STORE_TILE();
+}
+
 /* Strided body; `full` (compile-time) selects plain B loads instead of masked ones. */
 INLINE void strided_body(int64_t k, const float* a, int64_t rs_a, int64_t cs_a, const float* b,
                          int64_t rs_b, float* c, int64_t ldc, float alpha, float beta, int mr,
