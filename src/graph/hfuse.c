@@ -6,7 +6,8 @@
  * every thread busy. The weights are stacked by a cat (a copy of K x sum(N) elements per run,
  * 1/M of the GEMM's work, so only done when M >= HF_MIN_M) and every original product becomes a
  * column slice (a view) of the wide result. Only weights that are graph inputs or constants
- * (through views) are stacked, so no member can depend on another. Graph level, before layouts.
+ * (through views) are stacked, so no member can depend on another; results that are graph
+ * outputs are not merged (they would need a copy). Graph level, before layouts.
  */
 #include <string.h>
 
@@ -89,18 +90,26 @@ static kiln_status_t fuse(kiln_graph_t* g, const int* mem, int nm) {
   return KILN_OK;
 }
 
+/* Results that are graph outputs (or viewed by one) are left alone: as column slices they
+ * would need a copy each run (a training forward saves such results for the backward). */
 kiln_status_t gx_pass_hfuse(kiln_graph_t* g, int64_t* merged) {
   const int n0 = g->n_nodes;
-  for (int i = 0; i < n0; i++) {
-    if (!candidate(g, &g->nodes[i])) continue;
+  char* out_src = gx_calloc(&g->alloc, (size_t)g->n_values + 1, 1);
+  if (!out_src) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: out of memory (hfuse)");
+  for (int k = 0; k < g->n_outputs; k++) out_src[gx_view_source(g, g->outputs[k])] = 1;
+  kiln_status_t st = KILN_OK;
+  for (int i = 0; i < n0 && st == KILN_OK; i++) {
+    if (!candidate(g, &g->nodes[i]) || out_src[g->nodes[i].out[0]]) continue;
     int mem[HF_MAX_MEMBERS], nm = 1;
     mem[0] = i;
     const int a = g->nodes[i].in[0];
     for (int j = i + 1; j < n0 && nm < HF_MAX_MEMBERS; j++)
-      if (g->nodes[j].in[0] == a && candidate(g, &g->nodes[j])) mem[nm++] = j;
+      if (g->nodes[j].in[0] == a && candidate(g, &g->nodes[j]) && !out_src[g->nodes[j].out[0]])
+        mem[nm++] = j;
     if (nm < 2) continue;
-    KILN_RETURN_IF_ERROR(fuse(g, mem, nm));
-    if (merged) *merged += nm;
+    st = fuse(g, mem, nm);
+    if (st == KILN_OK && merged) *merged += nm;
   }
-  return KILN_OK;
+  gx_free(&g->alloc, out_src);
+  return st;
 }
