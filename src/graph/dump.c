@@ -168,6 +168,19 @@ static void value_where(sink_t* s, const kiln_exec_t* e, int v) {
   }
 }
 
+/* One line per value of ids[0..n) that is a window of another value (where it lives). */
+static void window_lines(sink_t* s, const kiln_exec_t* e, const char* label, const int* ids,
+                         int n) {
+  for (int k = 0; k < n; k++) {
+    if (ids[k] < 0 || e->wg->values[ids[k]].root == ids[k]) continue;
+    sp(s, "          %s", label);
+    vname(s, ids[k]);
+    sp(s, ": ");
+    value_where(s, e, ids[k]);
+    sp(s, "\n");
+  }
+}
+
 static void dump_after(sink_t* s, const kiln_exec_t* e) {
   const kiln_graph_t* g = e->wg;
   sp(s, "program: %d steps (%lld compute), %d fused groups\n", e->n_steps,
@@ -191,28 +204,14 @@ static void dump_after(sink_t* s, const kiln_exec_t* e) {
       n_in = e->groups[n->aux].n_in;
       ins = e->groups[n->aux].in_vids;
     }
-    for (int k = 0; k < n_in; k++) {
-      if (ins[k] < 0 || g->values[ins[k]].root == ins[k]) continue;
-      sp(s, "          ");
-      vname(s, ins[k]);
-      sp(s, ": ");
-      value_where(s, e, ins[k]);
-      sp(s, "\n");
-    }
+    window_lines(s, e, "", ins, n_in);
     int n_out = n->n_out;
     const int* outs = n->out;
     if (n->op == GX_OP_FUSED) {
       n_out = e->groups[n->aux].n_out;
       outs = e->groups[n->aux].out_vids;
     }
-    for (int k = 0; k < n_out; k++) { /* results written into a window of another value */
-      if (outs[k] < 0 || g->values[outs[k]].root == outs[k]) continue;
-      sp(s, "          writes ");
-      vname(s, outs[k]);
-      sp(s, ": ");
-      value_where(s, e, outs[k]);
-      sp(s, "\n");
-    }
+    window_lines(s, e, "writes ", outs, n_out); /* results written into another value */
   }
   sp(s, "outputs:");
   for (int k = 0; k < g->n_outputs; k++) {
