@@ -171,6 +171,7 @@ static kiln_status_t run_reduce(const kiln_exec_t* e, const gx_group* gr, const 
 
 #define GX_DIRECT_MAX_IN ((int)sizeof(((gx_group*)0)->in_type))
 #define GX_DIRECT_MAX_OUT 8
+#define GX_GROUP_REGS_MAX 64 /* registers of a group: at most one per member */
 
 static int opd_dtype(const kiln_graph_t* g, const gx_group* gr, gx_opd o) {
   if (o.kind == GX_OPD_REG) return o.dtype;
@@ -305,7 +306,14 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
   for (int64_t row = 0; row < rows; row++) {
     if (plain) {
       const int64_t ps = s0, bsd = b0;
-      if (to_buf)
+      if (to_buf && ps == 0 && bsd == 4) { /* a broadcast along the run: a fill */
+        uint32_t blk[8];
+        memcpy(&blk[0], p, 4);
+        for (int i = 1; i < 8; i++) blk[i] = blk[0];
+        int64_t i = 0; /* 32-byte stores (a plain loop is not vectorized at -O2) */
+        for (; i + 8 <= L; i += 8) memcpy(b + i * 4, blk, 32);
+        for (; i < L; i++) memcpy(b + i * 4, blk, 4);
+      } else if (to_buf)
         for (int64_t i = 0; i < L; i++) memcpy(b + i * bsd, p + i * ps, 4);
       else
         for (int64_t i = 0; i < L; i++) memcpy(p + i * ps, b + i * bsd, 4);
@@ -325,63 +333,138 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
   }
 }
 
+/* Operand classes of the direct path, per tile: read / written in place as n dense elements,
+ * in place row by row (unit stride along the tile's last dim, any strides outside it: a column
+ * slice, a broadcast weight row), or through a slot (gathered / scattered whole). */
+enum { OPD_DENSE, OPD_ROWS, OPD_SLOT };
+
+/* Row mode pays one kernel call per instruction per tile row instead of a copy of each strided
+ * operand; worth it once rows are this long. */
+#define GX_ROW_MODE_MIN 64
+
+static int classify(const tile_t* t, const int64_t* tst, int same_type) {
+  if (!same_type) return OPD_SLOT;
+  if (dense(t, tst)) return OPD_DENSE;
+  return t->r >= 2 && tst[t->r - 1] == 1 ? OPD_ROWS : OPD_SLOT;
+}
+
 static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, const tile_t* t) {
   int64_t n = 1;
   for (int k = 0; k < t->r; k++) n *= t->shape[k];
+  const int64_t L = t->r >= 1 ? t->shape[t->r - 1] : 1;
   char* inp[GX_DIRECT_MAX_IN];
   char* outp[GX_DIRECT_MAX_OUT];
-  int out_slot[GX_DIRECT_MAX_OUT];
-  int64_t tst[KILN_MAX_DIMS];
+  int in_cls[GX_DIRECT_MAX_IN], out_cls[GX_DIRECT_MAX_OUT];
+  int64_t in_tst[GX_DIRECT_MAX_IN][KILN_MAX_DIMS], out_tst[GX_DIRECT_MAX_OUT][KILN_MAX_DIMS];
+  int any_rows = 0;
   for (int j = 0; j < gr->n_in; j++) {
     const kiln_tensor_t* v = &e->vt[gr->in_vids[j]];
     const int64_t es = (int64_t)kiln_dtype_size(v->dtype);
-    char* base = (char*)v->data + tile_offset(gr, t, gr->in_st[j]) * es;
-    for (int k = 0; k < t->r; k++) tst[k] = gr->in_st[j][gr->tile_dim + k];
-    const kiln_dtype_t want = (kiln_dtype_t)gr->in_type[j];
-    if (want == v->dtype && dense(t, tst)) {
-      inp[j] = base;
-    } else {
-      inp[j] = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
-      move_tile(inp[j], base, t, tst, es, 1, v->dtype, want);
-    }
+    inp[j] = (char*)v->data + tile_offset(gr, t, gr->in_st[j]) * es;
+    for (int k = 0; k < t->r; k++) in_tst[j][k] = gr->in_st[j][gr->tile_dim + k];
+    in_cls[j] = classify(t, in_tst[j], gr->in_type[j] == (int)v->dtype);
+    any_rows |= in_cls[j] == OPD_ROWS;
   }
   for (int j = 0; j < gr->n_out; j++) {
     const kiln_tensor_t* v = &e->vt[gr->out_vids[j]];
     const int64_t es = (int64_t)kiln_dtype_size(v->dtype);
-    char* base = (char*)v->data + tile_offset(gr, t, gr->out_st[j]) * es;
-    for (int k = 0; k < t->r; k++) tst[k] = gr->out_st[j][gr->tile_dim + k];
-    out_slot[j] = !dense(t, tst);
-    outp[j] = out_slot[j] ? t->regs + (int64_t)(gr->n_regs + gr->n_in + j) * t->slot : base;
+    outp[j] = (char*)v->data + tile_offset(gr, t, gr->out_st[j]) * es;
+    for (int k = 0; k < t->r; k++) out_tst[j][k] = gr->out_st[j][gr->tile_dim + k];
+    out_cls[j] = classify(t, out_tst[j], 1);
+    any_rows |= out_cls[j] == OPD_ROWS;
   }
+  const int row_mode = any_rows && L >= GX_ROW_MODE_MIN;
+  for (int j = 0; j < gr->n_in; j++) {
+    if (in_cls[j] == OPD_DENSE || (row_mode && in_cls[j] == OPD_ROWS)) continue;
+    in_cls[j] = OPD_SLOT;
+    const kiln_tensor_t* v = &e->vt[gr->in_vids[j]];
+    char* slot = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
+    move_tile(slot, inp[j], t, in_tst[j], (int64_t)kiln_dtype_size(v->dtype), 1, v->dtype,
+              (kiln_dtype_t)gr->in_type[j]);
+    inp[j] = slot;
+  }
+  char* out_base[GX_DIRECT_MAX_OUT];
+  for (int j = 0; j < gr->n_out; j++) {
+    out_base[j] = outp[j];
+    if (out_cls[j] == OPD_DENSE || (row_mode && out_cls[j] == OPD_ROWS)) continue;
+    out_cls[j] = OPD_SLOT;
+    outp[j] = t->regs + (int64_t)(gr->n_regs + gr->n_in + j) * t->slot;
+  }
+  /* One pass over the program per row in row mode (rows of L elements; dense operands, slots and
+   * registers advance by L per row, row-strided operands by their own strides), else one pass
+   * over all n elements. Operand table: registers, then inputs, then outputs. */
+  const int64_t rows = row_mode ? n / L : 1, len = row_mode ? L : n;
+  const int nr = gr->n_regs, nq = nr + gr->n_in + gr->n_out;
+  char* base[GX_DIRECT_MAX_IN + GX_DIRECT_MAX_OUT + GX_GROUP_REGS_MAX];
+  char* cur[GX_DIRECT_MAX_IN + GX_DIRECT_MAX_OUT + GX_GROUP_REGS_MAX];
+  int64_t step[GX_DIRECT_MAX_IN + GX_DIRECT_MAX_OUT + GX_GROUP_REGS_MAX]; /* bytes per row */
+  const int64_t* rst[GX_DIRECT_MAX_IN + GX_DIRECT_MAX_OUT + GX_GROUP_REGS_MAX]; /* ROWS: strides */
+  if (nq > (int)(sizeof base / sizeof base[0]))
+    return kiln_error(KILN_ERROR_INTERNAL, "kiln graph: %d operands in a fused group", nq);
+  for (int q = 0; q < nq; q++) {
+    int64_t es;
+    rst[q] = NULL;
+    if (q < nr) {
+      base[q] = t->regs + (int64_t)q * t->slot;
+      es = (int64_t)kiln_dtype_size((kiln_dtype_t)gr->reg_dtype[q]);
+    } else if (q < nr + gr->n_in) {
+      const int j = q - nr;
+      base[q] = inp[j];
+      es = (int64_t)kiln_dtype_size((kiln_dtype_t)gr->in_type[j]);
+      if (in_cls[j] == OPD_ROWS) rst[q] = in_tst[j];
+    } else {
+      const int j = q - nr - gr->n_in;
+      base[q] = outp[j];
+      es = (int64_t)kiln_dtype_size(e->vt[gr->out_vids[j]].dtype);
+      if (out_cls[j] == OPD_ROWS) rst[q] = out_tst[j];
+    }
+    step[q] = rst[q] ? es : len * es; /* ROWS: element size, scaled by the row's offset */
+    cur[q] = base[q];
+  }
+  int64_t ridx[KILN_MAX_DIMS] = {0};
   int err = 0;
-  for (int k = 0; k < gr->n_instr; k++) {
-    const gx_instr* in = &gr->instr[k];
-    const void* src[3] = {NULL, NULL, NULL};
-    for (int j = 0; j < 3; j++) {
-      gx_opd o = in->src[j];
-      if (o.kind == GX_OPD_REG) src[j] = t->regs + (int64_t)o.idx * t->slot;
-      else if (o.kind == GX_OPD_IN) src[j] = inp[o.idx];
-      else if (o.kind == GX_OPD_OUT) src[j] = outp[o.idx];
+  for (int64_t rw = 0; rw < rows; rw++) {
+    if (rw > 0) {
+      for (int k = t->r - 2; k >= 0; k--) /* next row: the tile's dims before the last */
+        if (++ridx[k] < t->shape[k]) break;
+        else ridx[k] = 0;
+      for (int q = 0; q < nq; q++) {
+        if (!rst[q]) {
+          cur[q] += step[q];
+          continue;
+        }
+        int64_t off = 0;
+        for (int k = 0; k < t->r - 1; k++) off += ridx[k] * rst[q][k];
+        cur[q] = base[q] + off * step[q];
+      }
     }
-    void* dst = in->dst.kind == GX_OPD_REG ? (void*)(t->regs + (int64_t)in->dst.idx * t->slot)
-                                           : (void*)outp[in->dst.idx];
-    if (in->op == GX_OP_CAST) {
-      kiln_dtype_t from = in->src[0].kind == GX_OPD_IN ? (kiln_dtype_t)gr->in_type[in->src[0].idx]
-                                                       : (kiln_dtype_t)opd_dtype(e->wg, gr, in->src[0]);
-      kiln_dtype_t to = (kiln_dtype_t)in->dtype;
-      kiln_cvt(from, src[0], (int64_t)kiln_dtype_size(from), to, dst,
-               (int64_t)kiln_dtype_size(to), n);
-    } else {
-      err |= in->kfn(n, dst, src, &in->kargs);
+    for (int k = 0; k < gr->n_instr; k++) {
+      const gx_instr* in = &gr->instr[k];
+      const void* src[3] = {NULL, NULL, NULL};
+      for (int j = 0; j < 3; j++) {
+        gx_opd o = in->src[j];
+        if (o.kind == GX_OPD_REG) src[j] = cur[o.idx];
+        else if (o.kind == GX_OPD_IN) src[j] = cur[nr + o.idx];
+        else if (o.kind == GX_OPD_OUT) src[j] = cur[nr + gr->n_in + o.idx];
+      }
+      void* dst = in->dst.kind == GX_OPD_REG ? cur[in->dst.idx] : cur[nr + gr->n_in + in->dst.idx];
+      if (in->op == GX_OP_CAST) {
+        kiln_dtype_t from = in->src[0].kind == GX_OPD_IN
+                                ? (kiln_dtype_t)gr->in_type[in->src[0].idx]
+                                : (kiln_dtype_t)opd_dtype(e->wg, gr, in->src[0]);
+        kiln_dtype_t to = (kiln_dtype_t)in->dtype;
+        kiln_cvt(from, src[0], (int64_t)kiln_dtype_size(from), to, dst,
+                 (int64_t)kiln_dtype_size(to), len);
+      } else {
+        err |= in->kfn(len, dst, src, &in->kargs);
+      }
     }
   }
   for (int j = 0; j < gr->n_out; j++) {
-    if (!out_slot[j]) continue;
+    if (out_cls[j] != OPD_SLOT) continue;
     const kiln_tensor_t* v = &e->vt[gr->out_vids[j]];
-    const int64_t es = (int64_t)kiln_dtype_size(v->dtype);
-    char* base = (char*)v->data + tile_offset(gr, t, gr->out_st[j]) * es;
-    for (int k = 0; k < t->r; k++) tst[k] = gr->out_st[j][gr->tile_dim + k];
-    move_tile(outp[j], base, t, tst, es, 0, v->dtype, v->dtype);
+    move_tile(outp[j], out_base[j], t, out_tst[j], (int64_t)kiln_dtype_size(v->dtype), 0,
+              v->dtype, v->dtype);
   }
   if (err) return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "ZeroDivisionError");
   return KILN_OK;

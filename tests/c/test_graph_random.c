@@ -31,7 +31,7 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
   vals[nv].rows = M, vals[nv].cols = 1, nv++;
   int steps = 6 + pick(20);
   for (int s = 0; s < steps && nv < 60; s++) {
-    int kind = pick(17);
+    int kind = pick(18);
     val_t a = vals[nv - 1 - pick(nv < 6 ? nv : 6)];
     val_t b = vals[pick(nv)];
     val_t r;
@@ -155,6 +155,24 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
       KT_OK(kiln_graph_unary(g, KILN_UNARY_ABS, sl, F32, &v));
       r.rows = (int)sh1[0];
       r.cols = N;
+    } else if (kind == 17 && a.rows == M && a.cols == N) { /* cat along columns, halves read */
+      /* the producers write row-strided windows of the [M, 2N] cat and the consumer reads its
+       * column halves: operands with unit inner stride and a row stride of 2N (row mode) */
+      int e0, e1, ct, s0, s1, sg;
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_TANH, a.vid, F32, &e0));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, a.vid, b.vid, 1.0, F32, &e1));
+      int64_t sh1[8];
+      int nd1;
+      KT_OK(kiln_graph_value_info(g, e1, NULL, &nd1, sh1));
+      if (nd1 != 2 || sh1[0] != M || sh1[1] != N) continue;
+      int ids[2] = {e0, e1};
+      KT_OK(kiln_graph_cat(g, 2, ids, 1, &ct)); /* [M, 2N] */
+      if (pick(4) == 0 && kiln_graph_num_outputs(g) < 4) KT_OK(kiln_graph_output(g, ct));
+      KT_OK(kiln_graph_slice(g, ct, 1, 0, N, 1, &s0));
+      KT_OK(kiln_graph_slice(g, ct, 1, N, 2 * N, 1, &s1));
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_SIGMOID, s0, F32, &sg)); /* silu-gate shape */
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, sg, s1, 1.0, F32, &v));
+      r = a;
     } else {
       continue;
     }
