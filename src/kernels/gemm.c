@@ -44,6 +44,9 @@ static int g_no_adirect;    /* 1: always pack A (tests, benchmarks) */
 /* Allows (1, the default) or forbids (0) reading A in place for narrow products. */
 void kiln_gemm_set_adirect(int on) { g_no_adirect = !on; }
 
+static int g_no_pair; /* 1: one B sliver per micro-kernel call (tests, benchmarks) */
+void kiln_gemm_set_pair(int on) { g_no_pair = !on; }
+
 /* Selects the micro-kernels (0 best, 1 generic, 2 AVX2). */
 void kiln_gemm_set_isa(int isa) { g_isa_override = isa; }
 
@@ -132,6 +135,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 typedef struct gemm_ctx {
   const kiln_sgemm_problem_t* pr;
   kiln_sgemm_ukr_fn ukr;
+  kiln_sgemm_ukr_fn ukr2; /* non-NULL: two adjacent B slivers at once (kiln_sgemm_ukr2_avx512) */
   kiln_sgemm_ukr_adirect_fn dukr; /* non-NULL: A is read in place (narrow products), not packed */
   int avx2;
   int nthreads;
@@ -205,11 +209,18 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64
     const int64_t s = s0 + (first - s0 + t) % ns;
     const float* bp = b_sliver(g, s);
     const int64_t j = g->jc + s * NR;
-    const int nr = (int)min64(NR, g->jc + g->nc - j);
+    /* two neighbouring slivers next in the sweep: one double-width kernel (same bits) */
+    const int pair = g->ukr2 != NULL && t + 1 < ns && s + 1 < s1;
+    if (pair) {
+      (void)b_sliver(g, s + 1); /* packed (its group may be another), at bp + NR*kc */
+      t++;
+    }
+    const int nr = (int)min64(pair ? 2 * NR : NR, g->jc + g->nc - j);
     for (int64_t ir = 0; ir < mb; ir += MR) {
       const int mr = (int)min64(MR, mb - ir);
       float* c = pr->c + (i0 + ir) * pr->ldc + j;
-      g->ukr(kc, ap + ir * kc, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
+      if (pair) g->ukr2(kc, ap + ir * kc, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
+      else g->ukr(kc, ap + ir * kc, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
       if (last) kiln_gemm_epilogue_tile(c, pr->ldc, i0 + ir, j, mr, nr, pr->ep);
     }
   }
@@ -360,6 +371,7 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
 
   g.pr = pr;
   g.ukr = avx2 && use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
+  if (avx2 && use_avx512() && !g_no_pair) g.ukr2 = kiln_sgemm_ukr2_avx512;
   g.avx2 = avx2;
   /* Narrow products on AVX2 read a row-major f32 A in place: with few B slivers per A block,
    * packing A costs a noticeable share of the multiply. (With AVX-512 packing stays faster.) */

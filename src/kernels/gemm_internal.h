@@ -68,6 +68,10 @@ void kiln_sgemm_ukr_adirect_avx2(int64_t kc, const float* a, int64_t lda, const 
  * and contract; call only when the CPU has AVX-512F. */
 void kiln_sgemm_ukr_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                            float alpha, float beta, int mr, int nr);
+/* The same on two adjacent packed B slivers (b and b + NR*kc): a 6 x 2NR tile, nr in (NR, 2NR].
+ * Bit for bit the results of two kiln_sgemm_ukr_avx512 calls; fewer loads per FMA. */
+void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                            float alpha, float beta, int mr, int nr);
 
 /* One full B sliver from a transposed f32 source: dst[p*NR + j] = bt[j*ld + p], p < kc. */
 void kiln_gemm_pack_b_trans_avx2(float* dst, const float* bt, int64_t ld, int64_t kc);
@@ -124,5 +128,8 @@ void kiln_gemm_set_isa(int isa);
 /* 1 (default): narrow products read a row-major A in place; 0: always pack A. Same results
  * either way. For tests and benchmarks; not thread-safe against concurrent GEMMs. */
 void kiln_gemm_set_adirect(int on);
+/* 1 (default): on AVX-512, pairs of B slivers run through kiln_sgemm_ukr2_avx512; 0: one
+ * sliver per call. Same results either way. For tests and benchmarks, not thread-safe. */
+void kiln_gemm_set_pair(int on);
 
 #endif /* KILN_KERNELS_GEMM_INTERNAL_H */

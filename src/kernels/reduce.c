@@ -32,6 +32,7 @@ typedef struct {
   int64_t kshape[KILN_MAX_DIMS], kxs[KILN_MAX_DIMS], kos[KILN_MAX_DIMS]; /* bytes */
   int64_t rshape[KILN_MAX_DIMS], rxs[KILN_MAX_DIMS];
   int64_t n_out, n_red, chunk, n_chunks;
+  int fast_sum; /* f32 sum/mean of one unit-stride f32 row per output, f32 out: a tight loop */
 } red_plan_t;
 
 static int is_two_pass(kiln_reduce_op_t op) {
@@ -160,6 +161,20 @@ static void reduce_output(const red_plan_t* pl, int64_t o) {
 
 static void outputs_job(void* ctx, int64_t begin, int64_t end, int thread_id) {
   (void)thread_id;
+  const red_plan_t* pl = ctx;
+  if (pl->fast_sum) { /* the arithmetic of init + one kiln_red_seg + finish, without the calls */
+    for (int64_t o = begin; o < end; o++) {
+      const char* x;
+      char* y;
+      output_ptrs(pl, o, &x, &y);
+      double a = 0;
+      a += kiln_avx2_sum_f32((const float*)(const void*)x, pl->n_red);
+      if (pl->op.op == KILN_REDUCE_MEAN) a = a / (double)pl->n_red;
+      const float f = (float)a;
+      memcpy(y, &f, sizeof f);
+    }
+    return;
+  }
   for (int64_t o = begin; o < end; o++) reduce_output(ctx, o);
 }
 
@@ -494,6 +509,10 @@ kiln_status_t kiln_kernel_reduce(kiln_reduce_op_t op, const kiln_tensor_t* x, ui
   pl.chunk = (pl.n_red + RED_MAX_CHUNKS - 1) / RED_MAX_CHUNKS;
   if (pl.chunk < RED_MIN_CHUNK) pl.chunk = RED_MIN_CHUNK;
   pl.n_chunks = pl.n_red ? (pl.n_red + pl.chunk - 1) / pl.chunk : 1;
+  pl.fast_sum = (op == KILN_REDUCE_SUM || op == KILN_REDUCE_MEAN) && compute == KILN_DTYPE_F32 &&
+                pl.type == KILN_DTYPE_F32 && x->dtype == KILN_DTYPE_F32 && !pl.round_in &&
+                out->dtype == KILN_DTYPE_F32 && pl.nr == 1 && pl.rxs[0] == 4 &&
+                pl.n_chunks == 1 && pl.n_red > 0 && kiln_cpu_has_avx2();
   const int vertical = pl.nk > 0 && pl.n_red > 0 && pl.kshape[0] >= 8 &&
                        llabs(pl.kxs[0]) < llabs(pl.rxs[0]);
   if (vertical) run_vertical(&pl);
