@@ -306,7 +306,10 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
   for (int64_t row = 0; row < rows; row++) {
     if (plain) {
       const int64_t ps = s0, bsd = b0;
-      if (to_buf && ps == 0 && bsd == 4) { /* a broadcast along the run: a fill */
+      if (bsd == 4 && ps == 8 && kiln_cpu_has_avx2()) { /* stride 2: (de)interleave */
+        if (to_buf) kiln_avx2_gather2_32(p, b, L);
+        else kiln_avx2_scatter2_32(b, p, L);
+      } else if (to_buf && ps == 0 && bsd == 4) { /* a broadcast along the run: a fill */
         uint32_t blk[8];
         memcpy(&blk[0], p, 4);
         for (int i = 1; i < 8; i++) blk[i] = blk[0];

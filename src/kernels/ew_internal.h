@@ -97,5 +97,10 @@ void kiln_avx2_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 void kiln_avx2_bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 /* Sum of n contiguous f32 values, accumulated in double. */
 double kiln_avx2_sum_f32(const float* x, int64_t n);
+/* dst[i] = src[2*i] for i < n (a deinterleave); reads nothing past src[2*(n-1)]. */
+void kiln_avx2_gather2_32(const void* src, void* dst, int64_t n);
+/* dst[2*i] = src[i] for i < n (an interleave); the odd lanes of dst are neither read nor
+ * written. */
+void kiln_avx2_scatter2_32(const void* src, void* dst, int64_t n);
 
 #endif /* KILN_KERNELS_EW_INTERNAL_H */

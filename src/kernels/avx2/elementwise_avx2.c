@@ -378,3 +378,30 @@ double kiln_avx2_sum_f32(const float* x, int64_t n) {
   for (; i < n; i++) r += (double)x[i];
   return r;
 }
+
+/* 32-bit lanes are moved as floats (bit patterns pass through shuffles and masked stores). */
+void kiln_avx2_gather2_32(const void* src_, void* dst_, int64_t n) {
+  const float* src = src_;
+  float* dst = dst_;
+  int64_t i = 0;
+  for (; i + 8 < n; i += 8) { /* i + 8 < n: the 16-lane read ends before src[2*(n-1)] */
+    const __m256 lo = _mm256_loadu_ps(src + 2 * i), hi = _mm256_loadu_ps(src + 2 * i + 8);
+    const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)); /* l0 l2 h0 h2 | l4 l6 h4 h6 */
+    _mm256_storeu_ps(dst + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+  }
+  for (; i < n; i++) memcpy(dst + i, src + 2 * i, 4);
+}
+
+void kiln_avx2_scatter2_32(const void* src_, void* dst_, int64_t n) {
+  const float* src = src_;
+  float* dst = dst_;
+  const __m256i even = _mm256_setr_epi32(-1, 0, -1, 0, -1, 0, -1, 0);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(src + i);
+    const __m256 a = _mm256_unpacklo_ps(v, v), b = _mm256_unpackhi_ps(v, v); /* v0 v0 v1 v1 | v4 .. */
+    _mm256_maskstore_ps(dst + 2 * i, even, _mm256_permute2f128_ps(a, b, 0x20));
+    _mm256_maskstore_ps(dst + 2 * i + 8, even, _mm256_permute2f128_ps(a, b, 0x31));
+  }
+  for (; i < n; i++) memcpy(dst + 2 * i, src + i, 4);
+}
