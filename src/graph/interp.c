@@ -301,7 +301,8 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
   const int64_t L = sh[0], s0 = ss[0] * es, b0 = bst[0] * bs;
   char* p = base;
   char* b = buf;
-  /* same-dtype 4-byte rows with a strided side (interleaves): a plain loop, not a call per row */
+  /* same-dtype 4-byte rows with a strided side (interleaves, broadcasts): a plain loop or fill,
+   * not a call per row */
   const int plain = from == to && es == 4 && (ss[0] != 1 || bst[0] != 1);
   for (int64_t row = 0; row < rows; row++) {
     if (plain) {
@@ -309,13 +310,8 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
       if (bsd == 4 && ps == 8 && kiln_cpu_has_avx2()) { /* stride 2: (de)interleave */
         if (to_buf) kiln_avx2_gather2_32(p, b, L);
         else kiln_avx2_scatter2_32(b, p, L);
-      } else if (to_buf && ps == 0 && bsd == 4) { /* a broadcast along the run: a fill */
-        uint32_t blk[8];
-        memcpy(&blk[0], p, 4);
-        for (int i = 1; i < 8; i++) blk[i] = blk[0];
-        int64_t i = 0; /* 32-byte stores (a plain loop is not vectorized at -O2) */
-        for (; i + 8 <= L; i += 8) memcpy(b + i * 4, blk, 32);
-        for (; i < L; i++) memcpy(b + i * 4, blk, 4);
+      } else if (to_buf && ps == 0 && bsd == 4) { /* a broadcast along the run */
+        kiln_fill_dense(b, p, 4, L);
       } else if (to_buf)
         for (int64_t i = 0; i < L; i++) memcpy(b + i * bsd, p + i * ps, 4);
       else

@@ -158,6 +158,15 @@ void kiln_cvt(kiln_dtype_t from, const void* src, int64_t src_stride, kiln_dtype
     char one[8];
     g_cvt_strided[from][to](src, 0, one, ts, 1);
     char* d = dst;
+    if (dst_stride == ts) { /* constant sizes, so the fill's copies are inlined */
+      switch (ts) {
+        case 1: kiln_fill_dense(d, one, 1, n); break;
+        case 2: kiln_fill_dense(d, one, 2, n); break;
+        case 4: kiln_fill_dense(d, one, 4, n); break;
+        default: kiln_fill_dense(d, one, 8, n); break;
+      }
+      return;
+    }
     switch (ts) {
       case 1: for (int64_t i = 0; i < n; i++) d[i * dst_stride] = one[0]; break;
       case 2: for (int64_t i = 0; i < n; i++) memcpy(d + i * dst_stride, one, 2); break;

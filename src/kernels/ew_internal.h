@@ -4,6 +4,7 @@
 #define KILN_KERNELS_EW_INTERNAL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/iter.h"
 #include "kiln/kernels/elementwise.h"
@@ -80,6 +81,17 @@ kiln_status_t kiln_ternary_desc(kiln_ternary_op_t op, double scalar, kiln_dtype_
 kiln_ew_kernel_t kiln_unary_kernel(kiln_unary_op_t op, kiln_dtype_t type);
 kiln_ew_kernel_t kiln_binary_kernel(kiln_binary_op_t op, kiln_dtype_t type);
 kiln_ew_kernel_t kiln_ternary_kernel(kiln_ternary_op_t op, kiln_dtype_t type);
+
+/* Fills n elements of es bytes (1, 2, 4 or 8) at dst with the value at one, in 32-byte stores
+ * (a plain element loop is not vectorized at -O2). */
+static inline void kiln_fill_dense(void* dst, const void* one, int64_t es, int64_t n) {
+  char blk[32], *d = (char*)dst;
+  for (int64_t b = 0; b < 32; b += es) memcpy(blk + b, one, (size_t)es);
+  const int64_t bytes = n * es;
+  int64_t i = 0;
+  for (; i + 32 <= bytes; i += 32) memcpy(d + i, blk, 32);
+  if (i < bytes) memcpy(d + i, blk, (size_t)(bytes - i));
+}
 
 /* ---- AVX2 (avx2/elementwise_avx2.c); call only when kiln_cpu_has_avx2() ---- */
 /* 1 if the CPU has AVX2 and FMA (cached; KILN_DISABLE_AVX2=1 in the environment forces 0). */
