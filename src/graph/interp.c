@@ -288,6 +288,17 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
     ss[0] = bst[0] = 0;
     nd = 1;
   }
+  if (to_buf && nd == 2 && ss[1] == 0) { /* a dense-able block repeated (a broadcast row or a
+                                            * [.., k] pattern): convert it once, then double */
+    kiln_cvt(from, base, ss[0] * es, to, buf, bs, sh[0]);
+    const int64_t total = sh[0] * sh[1] * bs;
+    for (int64_t have = sh[0] * bs; have < total;) {
+      const int64_t c = have < total - have ? have : total - have;
+      memcpy(buf + have, buf, (size_t)c);
+      have += c;
+    }
+    return;
+  }
   if (nd >= 2 && sh[0] < 16 && sh[1] >= 4 * sh[0]) {
     int64_t a = sh[0], b = ss[0], c = bst[0];
     sh[0] = sh[1], ss[0] = ss[1], bst[0] = bst[1];
@@ -310,6 +321,9 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
       if (bsd == 4 && ps == 8 && kiln_cpu_has_avx2()) { /* stride 2: (de)interleave */
         if (to_buf) kiln_avx2_gather2_32(p, b, L);
         else kiln_avx2_scatter2_32(b, p, L);
+      } else if (bsd == 8 && ps == 4 && kiln_cpu_has_avx2()) { /* a tile lane of a pair dim */
+        if (to_buf) kiln_avx2_scatter2_32(p, b, L);
+        else kiln_avx2_gather2_32(b, p, L);
       } else if (to_buf && ps == 0 && bsd == 4) { /* a broadcast along the run */
         kiln_fill_dense(b, p, 4, L);
       } else if (to_buf)

@@ -566,6 +566,32 @@ KT_TEST(inplace_mixed_dtype_and_scalars) {
   ht_free(&h);
 }
 
+/* where on long contiguous f32 rows (the AVX2 kernel's 8-lane body and its tail): a pure
+ * selection, bit for bit, NaN / -0 / inf values included, any non-zero u8 condition true. */
+KT_TEST(where_f32_long_rows_select_bits) {
+  for (int mode = 0; mode < 2; mode++) {
+    kiln_cpu_force_generic(mode);
+    const int64_t n = 45;
+    uint8_t c[45];
+    float a[45], b[45], y[45];
+    for (int64_t i = 0; i < n; i++) {
+      c[i] = (uint8_t)((i * 7) % 3); /* 0, 1 or 2 */
+      a[i] = i % 5 == 0 ? NAN : i % 5 == 1 ? -0.0f : (float)i * 0.25f;
+      b[i] = i % 4 == 0 ? INFINITY : -(float)i;
+    }
+    kiln_tensor_t tc, ta, tb, ty;
+    kiln_tensor_init_contiguous(&tc, c, KILN_DTYPE_U8, 1, &n);
+    kiln_tensor_init_contiguous(&ta, a, KILN_DTYPE_F32, 1, &n);
+    kiln_tensor_init_contiguous(&tb, b, KILN_DTYPE_F32, 1, &n);
+    kiln_tensor_init_contiguous(&ty, y, KILN_DTYPE_F32, 1, &n);
+    KT_OK(kiln_kernel_ternary(KILN_TERNARY_WHERE, &tc, &ta, &tb, 0.0, KILN_DTYPE_F32, &ty));
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += memcmp(&y[i], c[i] ? &a[i] : &b[i], 4) != 0;
+    KT_CHECK(bad == 0);
+  }
+  kiln_cpu_force_generic(0);
+}
+
 KT_TEST(ternary_ops) {
   for (int mode = 0; mode < 2; mode++) {
     kiln_cpu_force_generic(mode);

@@ -239,8 +239,25 @@ KHEAD(t_lerp) {
   return 0;
 }
 
+/* where(c, a, b) on f32: a pure selection (c bool bytes, 0 or not), 8 lanes per step. */
+KHEAD(t_where) {
+  (void)g;
+  const uint8_t* c = in[0];
+  const float* a = in[1];
+  const float* b = in[2];
+  float* o = out_;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i cv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(const void*)(c + i)));
+    const __m256 zero = _mm256_castsi256_ps(_mm256_cmpeq_epi32(cv, _mm256_setzero_si256()));
+    _mm256_storeu_ps(o + i, _mm256_blendv_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), zero));
+  }
+  for (; i < n; i++) o[i] = c[i] ? a[i] : b[i];
+  return 0;
+}
+
 kiln_ew_kernel_t kiln_avx2_ternary_f32(kiln_ternary_op_t op) {
-  return op == KILN_TERNARY_LERP ? t_lerp : NULL;
+  return op == KILN_TERNARY_LERP ? t_lerp : op == KILN_TERNARY_WHERE ? t_where : NULL;
 }
 
 DEF_B(b_add, _mm256_fmadd_ps(y, al, x))
