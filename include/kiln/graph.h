@@ -259,6 +259,7 @@ enum {
   KILN_COMPILE_NO_CAT_ELISION = 1 << 10,   /* cat inputs computed in place in the result */
   KILN_COMPILE_NO_SIBLING_FUSION = 1 << 11, /* groups sharing an input run as one */
   KILN_COMPILE_NO_HFUSE = 1 << 12,          /* matmuls sharing A merged into one wider GEMM */
+  KILN_COMPILE_NO_HOIST = 1 << 13,          /* consumer groups moved up into their producer's */
 };
 
 /* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs
@@ -323,7 +324,8 @@ typedef struct kiln_exec_stats {
   int64_t n_cats_elided;       /* cats whose inputs were computed straight into the result */
   int64_t n_sibling_merges;    /* independent groups sharing an input merged into one */
   int64_t n_gemms_merged;      /* matmuls merged into wider ones (horizontal fusion) */
-  int64_t reserved[10];
+  int64_t n_groups_hoisted;    /* consumer groups moved up into their producer's group */
+  int64_t reserved[9];
 } kiln_exec_stats_t;
 
 /* Fills *out. Errors: INVALID_ARGUMENT (NULL). */

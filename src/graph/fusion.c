@@ -952,6 +952,77 @@ static kiln_status_t merge_siblings(kiln_exec_t* e, const uses_t* U, groups_t* G
   return KILN_OK;
 }
 
+/* ---- hoisting ---------------------------------------------------------------------------------
+ * A group B over the same space as an earlier group A that reads A's results, but could not join
+ * A in step 1 because some node between them reads a result of A (the silu backward: A stores
+ * sigmoid(a) and g*silu'..., a matmul reads one, B reads the other), joins A and runs at A's
+ * position when everything else B reads is ready there. B's members take A's position (the
+ * later ones move up; their readers all come later anyway); legal_merge checks that no outside
+ * reader of either group comes before it. */
+
+/* Position at which the value under x (its root: views are windows, no steps) has been
+ * computed; -1 for inputs and constants. */
+static int ready_pos(const kiln_exec_t* e, const uses_t* U, groups_t* G, int x) {
+  const kiln_graph_t* g = e->wg;
+  const int nd = g->values[g->values[x].root].node;
+  if (nd < 0 || g->nodes[nd].op == GX_OP_INPUT || g->nodes[nd].op == GX_OP_CONST) return -1;
+  if (G->grp[nd] >= 0) return group_last_pos(U, G, find(G, G->grp[nd]));
+  return U->pos[nd];
+}
+
+static int can_hoist(const kiln_exec_t* e, const uses_t* U, groups_t* G, int ga, int gb) {
+  const kiln_graph_t* g = e->wg;
+  if (G->n_mem[ga] + G->n_mem[gb] > GX_GROUP_MAX) return 0;
+  if (!same_shape(&g->values[g->nodes[G->members[ga][0]].out[0]],
+                  &g->values[g->nodes[G->members[gb][0]].out[0]]))
+    return 0;
+  const int at = group_last_pos(U, G, ga);
+  for (int i = 0; i < G->n_mem[gb]; i++) {
+    const gx_node* m = &g->nodes[G->members[gb][i]];
+    for (int k = 0; k < m->n_in; k++) {
+      const int x = m->in[k];
+      if (x < 0) continue;
+      const int pr = g->values[g->values[x].root].node;
+      const int gp = pr >= 0 && G->grp[pr] >= 0 ? find(G, G->grp[pr]) : -1;
+      if (gp == ga || gp == gb) continue; /* inside: legal_merge checks how it is read */
+      if (ready_pos(e, U, G, x) >= at) return 0;
+    }
+  }
+  if (union_outputs(g, U, G, ga, gb) > GX_SIBLING_MAX_OUT) return 0;
+  return legal_merge(e, U, G, ga, gb, -1, at) && legal_merge(e, U, G, gb, ga, -1, at);
+}
+
+static kiln_status_t hoist_consumers(kiln_exec_t* e, uses_t* U, groups_t* G) {
+  const kiln_graph_t* g = e->wg;
+  int again = 1;
+  while (again) {
+    again = 0;
+    for (int gb = 0; gb < G->n_groups && !again; gb++) {
+      if (G->head[gb] != gb || G->n_mem[gb] == 0) continue;
+      for (int i = 0; i < G->n_mem[gb] && !again; i++) {
+        const gx_node* m = &g->nodes[G->members[gb][i]];
+        for (int k = 0; k < m->n_in && !again; k++) {
+          const int x = m->in[k];
+          if (x < 0) continue;
+          const int pr = g->values[g->values[x].root].node;
+          if (pr < 0 || G->grp[pr] < 0) continue;
+          const int ga = find(G, G->grp[pr]);
+          if (ga == gb || G->n_mem[ga] == 0 || !can_hoist(e, U, G, ga, gb)) continue;
+          const int at = group_last_pos(U, G, ga);
+          /* B's members in execution order first: they all take A's position, and the merged
+           * list (A's, then B's) must stay a valid order under the stable sort of step 2 */
+          sort_by_pos(U, G->members[gb], G->n_mem[gb]);
+          for (int j = 0; j < G->n_mem[gb]; j++) U->pos[G->members[gb][j]] = at;
+          KILN_RETURN_IF_ERROR(merge(e, G, ga, gb));
+          e->stats.n_groups_hoisted++;
+          again = 1;
+        }
+      }
+    }
+  }
+  return KILN_OK;
+}
+
 kiln_status_t gx_pass_fusion(kiln_exec_t* e) {
   kiln_graph_t* g = e->wg;
   const kiln_allocator_t* a = &e->alloc;
@@ -1019,6 +1090,12 @@ kiln_status_t gx_pass_fusion(kiln_exec_t* e) {
   /* 1b. siblings: independent groups over the same space reading the same full-size input */
   if (!(e->flags & KILN_COMPILE_NO_SIBLING_FUSION)) {
     st = merge_siblings(e, &U, &G);
+    if (st != KILN_OK) goto done;
+  }
+
+  /* 1c. consumers moved up into their producers' groups */
+  if (!(e->flags & KILN_COMPILE_NO_HOIST)) {
+    st = hoist_consumers(e, &U, &G);
     if (st != KILN_OK) goto done;
   }
 

@@ -31,7 +31,7 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
   vals[nv].rows = M, vals[nv].cols = 1, nv++;
   int steps = 6 + pick(20);
   for (int s = 0; s < steps && nv < 60; s++) {
-    int kind = pick(18);
+    int kind = pick(19);
     val_t a = vals[nv - 1 - pick(nv < 6 ? nv : 6)];
     val_t b = vals[pick(nv)];
     val_t r;
@@ -173,6 +173,20 @@ static kiln_graph_t* random_graph(int seed_shift, int* n_out) {
       KT_OK(kiln_graph_unary(g, KILN_UNARY_SIGMOID, s0, F32, &sg)); /* silu-gate shape */
       KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, sg, s1, 1.0, F32, &v));
       r = a;
+    } else if (kind == 18 && a.rows == M && a.cols == N) { /* a consumer group moved up */
+      /* A = {s = sigmoid(a), t = a * s}; a column sum (not fusable) reads t; then B reads s
+       * only: B cannot join A in order (the sum sits between) but can run at A's position */
+      int s0, t0, cs, ab;
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_SIGMOID, a.vid, F32, &s0));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, a.vid, s0, 1.0, F32, &t0));
+      KT_OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, t0, 1, 1, 0, F32, &cs)); /* [1, N] */
+      if (kiln_graph_num_outputs(g) < 4) KT_OK(kiln_graph_output(g, cs));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, b.vid, a.vid, 1.0, F32, &ab));
+      if (pick(3) == 0) /* B also reads the sum: it must stay after it (no move) */
+        KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, ab, cs, 1.0, F32, &ab));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, s0, ab, 1.0, F32, &v));
+      r.rows = M;
+      r.cols = N;
     } else {
       continue;
     }
@@ -232,7 +246,7 @@ static void run_config(int m, int n, int count) {
             KILN_COMPILE_NO_INPLACE | KILN_COMPILE_NO_CSE | KILN_COMPILE_NO_FOLD |
             KILN_COMPILE_NO_MEMORY_REUSE | KILN_COMPILE_NO_CAT_ELISION |
             KILN_COMPILE_NO_SIBLING_FUSION;
-  int bad = 0, bad_direct = 0, fused = 0, direct = 0, elided = 0, siblings = 0;
+  int bad = 0, bad_direct = 0, fused = 0, direct = 0, elided = 0, siblings = 0, hoisted = 0;
   for (int t = 0; t < count; t++) {
     int n_out;
     kiln_graph_t* g = random_graph(t, &n_out);
@@ -245,6 +259,7 @@ static void run_config(int m, int n, int count) {
     direct += gt_count_direct(eo);
     elided += gt_stats(eo).n_cats_elided > 0;
     siblings += gt_stats(eo).n_sibling_merges > 0;
+    hoisted += gt_stats(eo).n_groups_hoisted > 0;
     float* ro[8];
     float* oo[8];
     float* so[8];
@@ -289,6 +304,7 @@ static void run_config(int m, int n, int count) {
   KT_CHECK(direct > count / 4);
   KT_CHECK(elided > count / 10);
   KT_CHECK(siblings > count / 10);
+  if (M > 1 && N > 1) KT_CHECK(hoisted > count / 20);
   for (int i = 0; i < 4; i++) free(in[i]);
 }
 

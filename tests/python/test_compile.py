@@ -347,6 +347,10 @@ def test_llama_style_30_steps_compiled_matches_eager():
     assert fw["n_gemms_merged"] == 2 * LLAMA_CFG.layers, fw
     assert fw["n_cats_elided"] >= 2 * LLAMA_CFG.layers, fw
     assert fw["n_sibling_merges"] >= 2 * LLAMA_CFG.layers, fw
+    # per layer: the silu backward's second group (reading sigmoid(a) past the matmul that
+    # takes the first group's g * silu'(a) part) runs inside the first one
+    bw = progs[1].stats
+    assert bw["n_groups_hoisted"] >= LLAMA_CFG.layers, bw
 
 
 def test_small_cnn_30_steps_compiled_matches_eager():
