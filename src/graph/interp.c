@@ -414,12 +414,18 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
   const int64_t* rst[GX_DIRECT_MAX_IN + GX_DIRECT_MAX_OUT + GX_GROUP_REGS_MAX]; /* ROWS: strides */
   if (nq > (int)(sizeof base / sizeof base[0]))
     return kiln_error(KILN_ERROR_INTERNAL, "kiln graph: %d operands in a fused group", nq);
+  /* A register may be reused for another dtype (after its last read): its row r sits at
+   * r * len elements of the dtype the instruction at hand reads or writes, so registers are
+   * addressed per access (esz) rather than advanced in the table; a fused reduction then finds
+   * its source register dense over the tile. */
+  int64_t esz[KILN_DTYPE_COUNT];
+  for (int d = 0; d < KILN_DTYPE_COUNT; d++) esz[d] = (int64_t)kiln_dtype_size((kiln_dtype_t)d);
   for (int q = 0; q < nq; q++) {
     int64_t es;
     rst[q] = NULL;
     if (q < nr) {
       base[q] = t->regs + (int64_t)q * t->slot;
-      es = (int64_t)kiln_dtype_size((kiln_dtype_t)gr->reg_dtype[q]);
+      es = 0; /* addressed per access */
     } else if (q < nr + gr->n_in) {
       const int j = q - nr;
       base[q] = inp[j];
@@ -456,11 +462,12 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
       const void* src[3] = {NULL, NULL, NULL};
       for (int j = 0; j < 3; j++) {
         gx_opd o = in->src[j];
-        if (o.kind == GX_OPD_REG) src[j] = cur[o.idx];
+        if (o.kind == GX_OPD_REG) src[j] = base[o.idx] + rw * len * esz[o.dtype];
         else if (o.kind == GX_OPD_IN) src[j] = cur[nr + o.idx];
         else if (o.kind == GX_OPD_OUT) src[j] = cur[nr + gr->n_in + o.idx];
       }
-      void* dst = in->dst.kind == GX_OPD_REG ? cur[in->dst.idx] : cur[nr + gr->n_in + in->dst.idx];
+      void* dst = in->dst.kind == GX_OPD_REG ? base[in->dst.idx] + rw * len * esz[in->dst.dtype]
+                                             : cur[nr + gr->n_in + in->dst.idx];
       if (in->op == GX_OP_CAST) {
         kiln_dtype_t from = in->src[0].kind == GX_OPD_IN
                                 ? (kiln_dtype_t)gr->in_type[in->src[0].idx]
