@@ -386,7 +386,11 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
     out_cls[j] = classify(t, out_tst[j], 1);
     any_rows |= out_cls[j] == OPD_ROWS;
   }
-  const int row_mode = any_rows && L >= GX_ROW_MODE_MIN;
+  /* Not with a fused reduction reading a register: run_reduce reads that register as the whole
+   * dense tile after the row loop, and an earlier value of a smaller dtype in the same register
+   * (registers are reused across dtypes) has rows that land inside its finished rows. */
+  const int red_in_reg = gr->has_reduce && gr->red_src.kind == GX_OPD_REG;
+  const int row_mode = any_rows && L >= GX_ROW_MODE_MIN && !red_in_reg;
   for (int j = 0; j < gr->n_in; j++) {
     if (in_cls[j] == OPD_DENSE || (row_mode && in_cls[j] == OPD_ROWS)) continue;
     in_cls[j] = OPD_SLOT;
@@ -416,8 +420,9 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
     return kiln_error(KILN_ERROR_INTERNAL, "kiln graph: %d operands in a fused group", nq);
   /* A register may be reused for another dtype (after its last read): its row r sits at
    * r * len elements of the dtype the instruction at hand reads or writes, so registers are
-   * addressed per access (esz) rather than advanced in the table; a fused reduction then finds
-   * its source register dense over the tile. */
+   * addressed per access (esz) rather than advanced in the table. Within one row pass a value
+   * is written and read before the next row's values, so the differing spacings never clash;
+   * only a reduction's source must outlive the loop, and row mode is off for those groups. */
   int64_t esz[KILN_DTYPE_COUNT];
   for (int d = 0; d < KILN_DTYPE_COUNT; d++) esz[d] = (int64_t)kiln_dtype_size((kiln_dtype_t)d);
   for (int q = 0; q < nq; q++) {

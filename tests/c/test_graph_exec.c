@@ -806,4 +806,45 @@ KT_TEST(run_with_workspace) {
   free(w);
 }
 
+/* A fused reduction whose source register earlier held a smaller dtype (bool mask -> f32),
+ * over a column slice (row mode's case): the reduction must read its source intact. Before the
+ * fix, row mode let the bool value's later rows overwrite the finished f32 rows (error ~467). */
+KT_TEST(row_slice_reduction_after_register_reuse) {
+  const int64_t R = 8, W = 256, C = 128;
+  for (int fl = 0; fl < 2; fl++) {
+    kiln_graph_t* g;
+    KT_OK(kiln_graph_create(&g));
+    int64_t xs[2] = {R, W};
+    int x, xs1, zero, two, m, w, z, sm;
+    KT_OK(kiln_graph_input(g, KILN_DTYPE_F32, 2, xs, &x));
+    KT_OK(kiln_graph_slice(g, x, 1, 0, C, 1, &xs1));
+    KT_OK(kiln_graph_scalar(g, 0.0, KILN_DTYPE_F32, &zero));
+    KT_OK(kiln_graph_scalar(g, 2.0, KILN_DTYPE_F32, &two));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_GT, xs1, zero, 1.0, KILN_DTYPE_BOOL, &m));
+    KT_OK(kiln_graph_where(g, m, xs1, zero, &w));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, w, two, 1.0, KILN_DTYPE_F32, &z));
+    KT_OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, z, 2u, 1, 0, KILN_DTYPE_F32, &sm));
+    KT_OK(kiln_graph_output(g, sm));
+    kiln_exec_t* e;
+    KT_OK(kiln_graph_compile_ex(g, fl ? KILN_COMPILE_NO_DIRECT_GROUPS : 0, &e));
+    KT_CHECK(gt_stats(e).n_reduce_fused == 1);
+    float* xd = malloc(sizeof(float) * (size_t)(R * W));
+    float out[8];
+    for (int64_t i = 0; i < R * W; i++) xd[i] = (float)((i * 37 % 101) - 50) / 7.0f;
+    void* ins[1] = {xd};
+    void* outs[1] = {out};
+    KT_OK(kiln_exec_run(e, 1, ins, 1, outs));
+    double maxerr = 0;
+    for (int64_t r = 0; r < R; r++) {
+      double ref = 0;
+      for (int64_t c = 0; c < C; c++) ref += xd[r * W + c] > 0 ? 2.0 * xd[r * W + c] : 0.0;
+      if (fabs(ref - out[r]) > maxerr) maxerr = fabs(ref - out[r]);
+    }
+    KT_CHECK(maxerr < 1e-3);
+    free(xd);
+    kiln_exec_destroy(e);
+    kiln_graph_destroy(g);
+  }
+}
+
 KT_MAIN()
