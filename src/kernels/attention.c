@@ -119,6 +119,31 @@ static void mask_fixup(const sdpa_ctx_t* c, float* s, int64_t b, int64_t h, int6
 
 /* ---- forward (f32 compute) ----------------------------------------------------------------- */
 
+/* Rows per strip of a block that crosses the causal diagonal (the small GEMM's row tile). */
+#define SDPA_STRIP 6
+
+/* Keys of block [j0, j0+nj) that query i may see under causality (clamped to [0, nj]). */
+static inline int64_t causal_keys(int64_t i, int64_t j0, int64_t nj) {
+  const int64_t n = i + 1 - j0;
+  return n < 0 ? 0 : n > nj ? nj : n;
+}
+
+/* Online-softmax update of one query row: s[0, n) are its scaled scores against the block
+ * (turned into P in place), m / l its running max and sum, o its output accumulator. */
+static inline void fwd_row(const kiln_nn_ops_t* ops, float* s, int64_t n, float* m, float* l,
+                           float* o, int64_t Ev) {
+  const float mx = ops->max(s, n);
+  const float mnew = mx > *m ? mx : *m;
+  if (mnew == -INFINITY) { /* every key so far masked: P = 0 */
+    memset(s, 0, sizeof(float) * (size_t)n);
+    return;
+  }
+  const float alpha = expf(*m - mnew);
+  *l = *l * alpha + ops->exp_sum(s, mnew, s, n);
+  if (alpha != 1.0f) ops->affine(o, alpha, 0.0f, o, Ev);
+  *m = mnew;
+}
+
 static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
   const sdpa_ctx_t* c = arg;
   const kiln_nn_ops_t* ops = kiln_nn_ops();
@@ -149,22 +174,34 @@ static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
       const int64_t nj = kend - j0 < bc ? kend - j0 : bc;
       const float* Kt = block_t(ops, &c->k, b, hk, j0, nj, E, kbuf, ktbuf, bc);
       const float* V = block_in(&c->v, b, hk, j0, nj, Ev, vbuf, &ldv);
-      ops->gemm(ni, nj, E, c->scale, Q, ldq, 1, Kt, bc, sb, bc, 0);
-      for (int64_t r = 0; r < ni; r++) {
-        float* s = sb + r * bc;
-        mask_fixup(c, s, b, h, i0 + r, j0, nj);
-        const float mx = ops->max(s, nj);
-        const float mnew = mx > mrow[r] ? mx : mrow[r];
-        if (mnew == -INFINITY) { /* every key so far masked: P = 0 */
-          memset(s, 0, sizeof(float) * (size_t)nj);
-          continue;
+      if (!c->causal || j0 + nj - 1 <= i0) { /* no causally masked pair in the block */
+        ops->gemm(ni, nj, E, c->scale, Q, ldq, 1, Kt, bc, sb, bc, 0);
+        for (int64_t r = 0; r < ni; r++) {
+          float* s = sb + r * bc;
+          mask_fixup(c, s, b, h, i0 + r, j0, nj);
+          fwd_row(ops, s, nj, mrow + r, lrow + r, acc + r * Ev, Ev);
         }
-        const float alpha = expf(mrow[r] - mnew);
-        lrow[r] = lrow[r] * alpha + ops->exp_sum(s, mnew, s, nj);
-        if (alpha != 1.0f) ops->affine(acc + r * Ev, alpha, 0.0f, acc + r * Ev, Ev);
-        mrow[r] = mnew;
+        ops->gemm(ni, Ev, nj, 1.0f, sb, bc, 1, V, ldv, acc, Ev, 1);
+        continue;
       }
-      ops->gemm(ni, Ev, nj, 1.0f, sb, bc, 1, V, ldv, acc, Ev, 1);
+      /* The block crosses the diagonal: strips of rows, each against only the keys its last row
+       * sees (S, the softmax and P V skip the causally masked part; the result is the same). */
+      for (int64_t r0 = 0; r0 < ni; r0 += SDPA_STRIP) {
+        const int64_t nr = ni - r0 < SDPA_STRIP ? ni - r0 : SDPA_STRIP;
+        const int64_t nmax = causal_keys(i0 + r0 + nr - 1, j0, nj);
+        if (nmax == 0) continue; /* the whole strip masked: nothing changes */
+        ops->gemm(nr, nmax, E, c->scale, Q + r0 * ldq, ldq, 1, Kt, bc, sb + r0 * bc, bc, 0);
+        for (int64_t r = r0; r < r0 + nr; r++) {
+          float* s = sb + r * bc;
+          const int64_t n = causal_keys(i0 + r, j0, nj);
+          if (n > 0) {
+            mask_fixup(c, s, b, h, i0 + r, j0, n);
+            fwd_row(ops, s, n, mrow + r, lrow + r, acc + r * Ev, Ev);
+          }
+          memset(s + n, 0, sizeof(float) * (size_t)(nmax - n));
+        }
+        ops->gemm(nr, Ev, nmax, 1.0f, sb + r0 * bc, bc, 1, V, ldv, acc + r0 * Ev, Ev, 1);
+      }
     }
     for (int64_t r = 0; r < ni; r++) {
       float* o = acc + r * Ev;
@@ -207,24 +244,76 @@ static void bwd_delta_rows(void* arg, int64_t r0, int64_t r1, int tid) {
 }
 
 /* P (probabilities) and dS = P * (dP - D) for queries [i0, i0+ni) x keys [j0, j0+nj) of (b, h),
- * both ni x nj with leading dim bc; Kt / Vt are the key / value blocks transposed (ld bc). */
-static void bwd_block(const sdpa_ctx_t* c, const kiln_nn_ops_t* ops, int64_t b, int64_t h,
-                      int64_t i0, int64_t ni, int64_t j0, int64_t nj, const float* Q, int64_t ldq,
-                      const float* dO, int64_t lddo, const float* Kt, const float* Vt, float* P,
-                      float* dS) {
+ * both ni x nj with leading dim bc; Kt / Vt are the key / value blocks transposed (ld bc). A
+ * block that crosses the causal diagonal runs in strips of rows against only the keys the strip
+ * sees; the causally masked rest of each row is zero. Returns 1 for such a block. */
+static int bwd_block(const sdpa_ctx_t* c, const kiln_nn_ops_t* ops, int64_t b, int64_t h,
+                     int64_t i0, int64_t ni, int64_t j0, int64_t nj, const float* Q, int64_t ldq,
+                     const float* dO, int64_t lddo, const float* Kt, const float* Vt, float* P,
+                     float* dS) {
   const int64_t bc = c->bc;
-  ops->gemm(ni, nj, c->E, c->scale, Q, ldq, 1, Kt, bc, P, bc, 0);
-  ops->gemm(ni, nj, c->Ev, 1.0f, dO, lddo, 1, Vt, bc, dS, bc, 0);
-  for (int64_t r = 0; r < ni; r++) {
-    float* p = P + r * bc;
-    float* ds = dS + r * bc;
-    mask_fixup(c, p, b, h, i0 + r, j0, nj);
-    const float lse = kiln_nn_getf(lse_ptr(c, b, h, i0 + r), c->ldt);
-    if (lse == -INFINITY)
-      memset(p, 0, sizeof(float) * (size_t)nj);
-    else
-      ops->exp_sum(p, lse, p, nj);
-    ops->softmax_bwd(ds, p, c->D[(b * c->H + h) * c->L + i0 + r], ds, nj);
+  const int diag = c->causal && j0 + nj - 1 > i0;
+  const int64_t strip = diag ? SDPA_STRIP : ni;
+  for (int64_t r0 = 0; r0 < ni; r0 += strip) {
+    const int64_t nr = ni - r0 < strip ? ni - r0 : strip;
+    const int64_t nmax = diag ? causal_keys(i0 + r0 + nr - 1, j0, nj) : nj;
+    if (nmax > 0) {
+      ops->gemm(nr, nmax, c->E, c->scale, Q + r0 * ldq, ldq, 1, Kt, bc, P + r0 * bc, bc, 0);
+      ops->gemm(nr, nmax, c->Ev, 1.0f, dO + r0 * lddo, lddo, 1, Vt, bc, dS + r0 * bc, bc, 0);
+    }
+    for (int64_t r = r0; r < r0 + nr; r++) {
+      float* p = P + r * bc;
+      float* ds = dS + r * bc;
+      const int64_t n = diag ? causal_keys(i0 + r, j0, nj) : nj;
+      if (n > 0) {
+        mask_fixup(c, p, b, h, i0 + r, j0, n);
+        const float lse = kiln_nn_getf(lse_ptr(c, b, h, i0 + r), c->ldt);
+        if (lse == -INFINITY)
+          memset(p, 0, sizeof(float) * (size_t)n);
+        else
+          ops->exp_sum(p, lse, p, n);
+        ops->softmax_bwd(ds, p, c->D[(b * c->H + h) * c->L + i0 + r], ds, n);
+      }
+      if (n < nj) {
+        memset(p + n, 0, sizeof(float) * (size_t)(nj - n));
+        memset(ds + n, 0, sizeof(float) * (size_t)(nj - n));
+      }
+    }
+  }
+  return diag;
+}
+
+/* acc (nj x ny, ld ny) += alpha * X^T Y for X = P or dS of a block (ni x nj, ld bc) and Y the
+ * block's dO or Q rows (ni x ny, ld ldy): dV and dK. On a diagonal block each strip of keys
+ * starts at the first query that sees it. */
+static void bwd_acc_kv(const sdpa_ctx_t* c, const kiln_nn_ops_t* ops, int diag, int64_t i0,
+                       int64_t ni, int64_t j0, int64_t nj, const float* X, const float* Y,
+                       int64_t ldy, int64_t ny, float alpha, float* acc) {
+  const int64_t bc = c->bc;
+  if (!diag) {
+    ops->gemm(nj, ny, ni, alpha, X, 1, bc, Y, ldy, acc, ny, 1);
+    return;
+  }
+  for (int64_t s0 = 0; s0 < nj; s0 += SDPA_STRIP) {
+    const int64_t ns = nj - s0 < SDPA_STRIP ? nj - s0 : SDPA_STRIP;
+    const int64_t rmin = j0 + s0 - i0 > 0 ? j0 + s0 - i0 : 0;
+    if (rmin >= ni) break;
+    ops->gemm(ns, ny, ni - rmin, alpha, X + rmin * bc + s0, 1, bc, Y + rmin * ldy, ldy,
+              acc + s0 * ny, ny, 1);
+  }
+}
+
+/* dq (ni x E, ld E) += scale * dS K for a block (K: nj x E, ld ldk); on a diagonal block each
+ * strip of queries stops at the last key it sees. */
+static void bwd_acc_q(const sdpa_ctx_t* c, const kiln_nn_ops_t* ops, int diag, int64_t i0,
+                      int64_t ni, int64_t j0, int64_t nj, const float* dS, const float* K,
+                      int64_t ldk, float* dq) {
+  const int64_t bc = c->bc, E = c->E;
+  const int64_t strip = diag ? SDPA_STRIP : ni;
+  for (int64_t r0 = 0; r0 < ni; r0 += strip) {
+    const int64_t nr = ni - r0 < strip ? ni - r0 : strip;
+    const int64_t nmax = diag ? causal_keys(i0 + r0 + nr - 1, j0, nj) : nj;
+    if (nmax > 0) ops->gemm(nr, E, nmax, c->scale, dS + r0 * bc, bc, 1, K, ldk, dq + r0 * E, E, 1);
   }
 }
 
@@ -275,9 +364,9 @@ static void bwd_kv_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
         const int64_t ni = c->L - i0 < br ? c->L - i0 : br;
         const float* Q = block_in(&c->q, b, h, i0, ni, E, m.qbuf, &ldq);
         const float* dO = block_in(&c->go, b, h, i0, ni, Ev, m.dobuf, &lddo);
-        bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, Kt, Vt, m.P, m.dS);
-        if (c->has_gv) ops->gemm(nj, Ev, ni, 1.0f, m.P, 1, bc, dO, lddo, m.acc2, Ev, 1);
-        if (c->has_gk) ops->gemm(nj, E, ni, c->scale, m.dS, 1, bc, Q, ldq, m.acc1, E, 1);
+        const int diag = bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, Kt, Vt, m.P, m.dS);
+        if (c->has_gv) bwd_acc_kv(c, ops, diag, i0, ni, j0, nj, m.P, dO, lddo, Ev, 1.0f, m.acc2);
+        if (c->has_gk) bwd_acc_kv(c, ops, diag, i0, ni, j0, nj, m.dS, Q, ldq, E, c->scale, m.acc1);
       }
     }
     if (c->has_gk) block_out(&c->gk, b, hk, j0, nj, E, m.acc1, E);
@@ -305,8 +394,8 @@ static void bwd_q_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
       const float* K = block_in(&c->k, b, hk, j0, nj, E, m.kbuf, &ldk);
       ops->transpose(nj, E, K, ldk, m.ktbuf, bc);
       const float* Vt = block_t(ops, &c->v, b, hk, j0, nj, Ev, m.vbuf, m.vtbuf, bc);
-      bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, m.ktbuf, Vt, m.P, m.dS);
-      ops->gemm(ni, E, nj, c->scale, m.dS, bc, 1, K, ldk, m.acc1, E, 1);
+      const int diag = bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, m.ktbuf, Vt, m.P, m.dS);
+      bwd_acc_q(c, ops, diag, i0, ni, j0, nj, m.dS, K, ldk, m.acc1);
     }
     block_out(&c->gq, b, h, i0, ni, E, m.acc1, E);
   }
@@ -340,11 +429,11 @@ static void bwd_fused_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
           const int64_t ni = L - i0 < br ? L - i0 : br;
           const float* Q = block_in(&c->q, b, h, i0, ni, E, m.qbuf, &ldq);
           const float* dO = block_in(&c->go, b, h, i0, ni, Ev, m.dobuf, &lddo);
-          bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, m.ktbuf, Vt, m.P, m.dS);
-          if (c->has_gv) ops->gemm(nj, Ev, ni, 1.0f, m.P, 1, bc, dO, lddo, m.acc2, Ev, 1);
-          if (c->has_gk) ops->gemm(nj, E, ni, c->scale, m.dS, 1, bc, Q, ldq, m.acc1, E, 1);
-          if (c->has_gq)
-            ops->gemm(ni, E, nj, c->scale, m.dS, bc, 1, K, ldk, dq + (g * L + i0) * E, E, 1);
+          const int diag =
+              bwd_block(c, ops, b, h, i0, ni, j0, nj, Q, ldq, dO, lddo, m.ktbuf, Vt, m.P, m.dS);
+          if (c->has_gv) bwd_acc_kv(c, ops, diag, i0, ni, j0, nj, m.P, dO, lddo, Ev, 1.0f, m.acc2);
+          if (c->has_gk) bwd_acc_kv(c, ops, diag, i0, ni, j0, nj, m.dS, Q, ldq, E, c->scale, m.acc1);
+          if (c->has_gq) bwd_acc_q(c, ops, diag, i0, ni, j0, nj, m.dS, K, ldk, dq + (g * L + i0) * E);
         }
       }
       if (c->has_gk) block_out(&c->gk, b, hk, j0, nj, E, m.acc1, E);
