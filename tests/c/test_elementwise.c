@@ -679,4 +679,54 @@ KT_TEST(errors) {
   KT_OK(kiln_kernel_unary(KILN_UNARY_EXP, &te, KILN_DTYPE_F32, &te));
 }
 
+/* kiln_kernel_foreach_*: each entry equals the single-tensor kernel (computed here in double for
+ * the simple formulas, exact in f32 for these values), scalar lists, in place, f16 in f32
+ * (opmath), and the errors: NULL lists / entries, n < 0, the failing entry named. */
+KT_TEST(foreach_lists) {
+  float a0[3] = {1, 2, 3}, a1[2] = {4, -8}, b0[3] = {2, 2, 2}, b1[2] = {0.5f, 4}, c0[3] = {1, 3, 5},
+        c1[2] = {2, 2}, o0[3], o1[2];
+  int64_t n3 = 3, n2 = 2;
+  kiln_tensor_t ta[2], tb[2], tc[2], to[2];
+  kiln_tensor_init_contiguous(&ta[0], a0, KILN_DTYPE_F32, 1, &n3);
+  kiln_tensor_init_contiguous(&ta[1], a1, KILN_DTYPE_F32, 1, &n2);
+  kiln_tensor_init_contiguous(&tb[0], b0, KILN_DTYPE_F32, 1, &n3);
+  kiln_tensor_init_contiguous(&tb[1], b1, KILN_DTYPE_F32, 1, &n2);
+  kiln_tensor_init_contiguous(&tc[0], c0, KILN_DTYPE_F32, 1, &n3);
+  kiln_tensor_init_contiguous(&tc[1], c1, KILN_DTYPE_F32, 1, &n2);
+  kiln_tensor_init_contiguous(&to[0], o0, KILN_DTYPE_F32, 1, &n3);
+  kiln_tensor_init_contiguous(&to[1], o1, KILN_DTYPE_F32, 1, &n2);
+  kiln_tensor_t *A[2] = {&ta[0], &ta[1]}, *B[2] = {&tb[0], &tb[1]}, *C[2] = {&tc[0], &tc[1]},
+                *O[2] = {&to[0], &to[1]};
+  const double sl[2] = {10, -1};
+  KT_OK(kiln_kernel_foreach_binary(KILN_BINARY_ADD, 2, A, NULL, sl, 0, 1, O));
+  KT_CHECK(o0[0] == 11 && o0[2] == 13 && o1[0] == 3 && o1[1] == -9);
+  KT_OK(kiln_kernel_foreach_binary(KILN_BINARY_SUB, 2, A, B, NULL, 0, 2, O)); /* a - 2b */
+  KT_CHECK(o0[0] == -3 && o1[0] == 3 && o1[1] == -16);
+  KT_OK(kiln_kernel_foreach_ternary(KILN_TERNARY_ADDCDIV, 2, A, B, C, NULL, 0.5, O));
+  KT_CHECK(o0[1] == 2 + 0.5f * 2 / 3 && o1[1] == -8 + 0.5f * 4 / 2);
+  const double wl[2] = {-1, 0.25};
+  KT_OK(kiln_kernel_foreach_ternary(KILN_TERNARY_LERP, 2, A, B, NULL, wl, 0, O));
+  KT_CHECK(o0[0] == 0 && o1[0] == 4 + 0.25f * -3.5f && o1[1] == -8 + 0.25f * 12); /* a + w (b - a) */
+  KT_OK(kiln_kernel_foreach_unary(KILN_UNARY_SQRT, 1, B, B)); /* in place */
+  KT_CHECK(fabsf(b0[0] - sqrtf(2)) == 0 && b1[0] == 0.5f);
+  uint16_t h[2] = {0x3C00, 0x4000}; /* f16 1, 2 */
+  kiln_tensor_t th;
+  kiln_tensor_init_contiguous(&th, h, KILN_DTYPE_F16, 1, &n2);
+  kiln_tensor_t* H[1] = {&th};
+  KT_OK(kiln_kernel_foreach_binary(KILN_BINARY_MUL, 1, H, NULL, NULL, 3.0, 1, H));
+  KT_CHECK(h[0] == 0x4200 && h[1] == 0x4600); /* 3, 6 */
+  KT_OK(kiln_kernel_foreach_binary(KILN_BINARY_MUL, 0, NULL, NULL, NULL, 1, 1, NULL));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_foreach_unary(KILN_UNARY_SQRT, -1, A, O));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_foreach_unary(KILN_UNARY_SQRT, 2, A, NULL));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_kernel_foreach_ternary(KILN_TERNARY_ADDCMUL, 2, A, B, NULL, NULL, 1, O));
+  kiln_tensor_t* Bad[2] = {&ta[0], NULL};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_kernel_foreach_binary(KILN_BINARY_MUL, 2, A, Bad, NULL, 0, 1, O));
+  kiln_tensor_t* Mis[2] = {&to[1], &to[0]}; /* shapes [2] vs [3]: entry 0 fails */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_kernel_foreach_binary(KILN_BINARY_MUL, 2, A, B, NULL, 0, 1, Mis));
+  KT_CHECK(strstr(kiln_status_message(), "entry 0") != NULL);
+}
+
 KT_MAIN()

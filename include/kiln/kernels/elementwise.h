@@ -207,6 +207,29 @@ kiln_status_t kiln_kernel_ternary(kiln_ternary_op_t op, const kiln_tensor_t* a,
                                   const kiln_tensor_t* b, const kiln_tensor_t* c, double scalar,
                                   kiln_dtype_t compute, kiln_tensor_t* out);
 
+/* ---- foreach (torch._foreach_*) ---------------------------------------------------------- */
+
+/* The kernels above over lists of n entries (arrays borrowed, entry i of each list belongs
+ * together): each entry is one call of the single-tensor kernel, computing in out[i]'s dtype
+ * (f16/bf16 in f32, as torch's opmath), so results equal the eager ops'. out[i] may be the first
+ * operand (in place). Errors: INVALID_ARGUMENT for n < 0 or a NULL list/entry, else the first
+ * failing entry's error with its index; entries before it have been written. */
+
+/* out[i] = op(x[i]). */
+kiln_status_t kiln_kernel_foreach_unary(kiln_unary_op_t op, int n, kiln_tensor_t* const* x,
+                                        kiln_tensor_t* const* out);
+/* out[i] = op(a[i], y_i): y_i is b[i] when b != NULL, else the number scalars[i] (scalars !=
+ * NULL) or `scalar`; alpha as in kiln_kernel_binary (ADD/SUB). */
+kiln_status_t kiln_kernel_foreach_binary(kiln_binary_op_t op, int n, kiln_tensor_t* const* a,
+                                         kiln_tensor_t* const* b, const double* scalars,
+                                         double scalar, double alpha, kiln_tensor_t* const* out);
+/* out[i] = op(a[i], b[i], c[i]) with the number scalars[i] (scalars != NULL) or `scalar` as
+ * ADDCMUL/ADDCDIV's value; for LERP, c == NULL makes that number the weight. */
+kiln_status_t kiln_kernel_foreach_ternary(kiln_ternary_op_t op, int n, kiln_tensor_t* const* a,
+                                          kiln_tensor_t* const* b, kiln_tensor_t* const* c,
+                                          const double* scalars, double scalar,
+                                          kiln_tensor_t* const* out);
+
 #ifdef __cplusplus
 }
 #endif
