@@ -209,8 +209,10 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64
     const int64_t s = s0 + (first - s0 + t) % ns;
     const float* bp = b_sliver(g, s);
     const int64_t j = g->jc + s * NR;
-    /* two neighbouring slivers next in the sweep: one double-width kernel (same bits) */
-    const int pair = g->ukr2 != NULL && t + 1 < ns && s + 1 < s1;
+    /* slivers 2q and 2q+1 of the panel run as one double-width kernel: pairs are fixed by
+     * position (sweeps start at even slivers), so a column's arithmetic never depends on the
+     * thread count or the sweep order */
+    const int pair = g->ukr2 != NULL && (s & 1) == 0 && t + 1 < ns && s + 1 < s1;
     if (pair) {
       (void)b_sliver(g, s + 1); /* packed (its group may be another), at bp + NR*kc */
       t++;
@@ -244,10 +246,13 @@ static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
   for (int64_t u = begin; u < end; u++) {
     if (!g->split_n) { /* a row block; the first T units start their sweeps T groups apart */
       const int64_t r0 = u * g->mslv / g->nunits * MR, r1 = min64((u + 1) * g->mslv / g->nunits * MR, pr->m);
-      const int64_t first = (u % g->nthreads) * g->ngrp / g->nthreads * g->grp;
+      const int64_t first = ((u % g->nthreads) * g->ngrp / g->nthreads * g->grp) & ~(int64_t)1;
       block_kernel(g, ap, r0, r1 - r0, 0, g->nslv, first);
     } else { /* a column range, all rows */
-      const int64_t s0 = u * g->nslv / g->nunits, s1 = (u + 1) * g->nslv / g->nunits;
+      const int64_t npair = (g->nslv + 1) / 2; /* ranges start at even slivers (see pairs) */
+      const int64_t s0 = min64(2 * (u * npair / g->nunits), g->nslv);
+      const int64_t s1 = min64(2 * ((u + 1) * npair / g->nunits), g->nslv);
+      if (s0 == s1) continue;
       for (int64_t i = 0; i < pr->m; i += MC) block_kernel(g, ap, i, min64(MC, pr->m - i), s0, s1, s0);
     }
   }

@@ -68,8 +68,10 @@ void kiln_sgemm_ukr_adirect_avx2(int64_t kc, const float* a, int64_t lda, const 
  * and contract; call only when the CPU has AVX-512F. */
 void kiln_sgemm_ukr_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                            float alpha, float beta, int mr, int nr);
-/* The same on two adjacent packed B slivers (b and b + NR*kc): a 6 x 2NR tile, nr in (NR, 2NR].
- * Bit for bit the results of two kiln_sgemm_ukr_avx512 calls; fewer loads per FMA. */
+/* The same on two adjacent packed B slivers (b and b + NR*kc): a 6 x 2NR tile, nr in (NR, 2NR],
+ * one FMA chain per output over k (no even/odd split), so its bits differ from two
+ * kiln_sgemm_ukr_avx512 calls; the driver pairs slivers by position (2q, 2q+1) so a column's
+ * arithmetic never depends on the thread count. Fewer loads per FMA. */
 void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                             float alpha, float beta, int mr, int nr);
 
@@ -129,7 +131,7 @@ void kiln_gemm_set_isa(int isa);
  * either way. For tests and benchmarks; not thread-safe against concurrent GEMMs. */
 void kiln_gemm_set_adirect(int on);
 /* 1 (default): on AVX-512, pairs of B slivers run through kiln_sgemm_ukr2_avx512; 0: one
- * sliver per call. Same results either way. For tests and benchmarks, not thread-safe. */
+ * sliver per call (other rounding, same accuracy). For tests and benchmarks, not thread-safe. */
 void kiln_gemm_set_pair(int on);
 
 #endif /* KILN_KERNELS_GEMM_INTERNAL_H */

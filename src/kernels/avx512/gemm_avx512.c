@@ -97,16 +97,15 @@ void kiln_sgemm_ukr_avx512(int64_t kc, const float* a, const float* b, float* c,
     y5 = _mm512_fmadd_ps(s_, c_, y5);                                      \
   } while (0)
 
-/* Two adjacent packed B slivers (b, then b + NR*kc) against one A sliver: a 6 x 32 tile. Every
- * element gets the arithmetic of kiln_sgemm_ukr_avx512 (the same even/odd k chains, summed at
- * the end), so the results are bit for bit those of two 6x16 calls; only the loads change: two
- * B rows and six broadcasts feed twelve FMAs per k step instead of six (no longer load-bound). */
+/* Two adjacent packed B slivers (b, then b + NR*kc) against one A sliver: a 6 x 32 tile in
+ * twelve accumulators, one FMA chain per output vector over all of k (twelve independent chains
+ * already cover the FMA latency on two pipes, so there is no even/odd split: that split's 24
+ * accumulators plus operands overflowed the 32 registers and the compiler spilled in the loop).
+ * Two B rows and six broadcasts feed twelve FMAs per k step. */
 void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                             float alpha, float beta, int mr, int nr) {
   __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0;
-  __m512 o0 = e0, o1 = e0, o2 = e0, o3 = e0, o4 = e0, o5 = e0;
   __m512 f0 = e0, f1 = e0, f2 = e0, f3 = e0, f4 = e0, f5 = e0;
-  __m512 q0 = e0, q1 = e0, q2 = e0, q3 = e0, q4 = e0, q5 = e0;
   const float* b2 = b + NR * kc;
   for (int r = 0; r < mr; r++) {
     _mm_prefetch((const char*)(c + r * ldc), _MM_HINT_T0);
@@ -118,9 +117,9 @@ void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c
     _mm_prefetch((const char*)(b + 8 * NR), _MM_HINT_T0);
     _mm_prefetch((const char*)(b2 + 8 * NR), _MM_HINT_T0);
     K_STEP2(a, b, b2, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
-    K_STEP2(a + MR, b + NR, b2 + NR, o0, o1, o2, o3, o4, o5, q0, q1, q2, q3, q4, q5);
+    K_STEP2(a + MR, b + NR, b2 + NR, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
     K_STEP2(a + 2 * MR, b + 2 * NR, b2 + 2 * NR, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
-    K_STEP2(a + 3 * MR, b + 3 * NR, b2 + 3 * NR, o0, o1, o2, o3, o4, o5, q0, q1, q2, q3, q4, q5);
+    K_STEP2(a + 3 * MR, b + 3 * NR, b2 + 3 * NR, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
     a += 4 * MR;
     b += 4 * NR;
     b2 += 4 * NR;
@@ -128,18 +127,6 @@ void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c
   for (; p < kc; p++, a += MR, b += NR, b2 += NR) {
     K_STEP2(a, b, b2, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
   }
-  e0 = _mm512_add_ps(e0, o0);
-  e1 = _mm512_add_ps(e1, o1);
-  e2 = _mm512_add_ps(e2, o2);
-  e3 = _mm512_add_ps(e3, o3);
-  e4 = _mm512_add_ps(e4, o4);
-  e5 = _mm512_add_ps(e5, o5);
-  f0 = _mm512_add_ps(f0, q0);
-  f1 = _mm512_add_ps(f1, q1);
-  f2 = _mm512_add_ps(f2, q2);
-  f3 = _mm512_add_ps(f3, q3);
-  f4 = _mm512_add_ps(f4, q4);
-  f5 = _mm512_add_ps(f5, q5);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   const int use_beta = beta != 0.0f;
   const int n2 = nr - NR; /* columns in the second sliver, 1..16 */
