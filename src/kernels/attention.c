@@ -174,26 +174,19 @@ static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
       const int64_t nj = kend - j0 < bc ? kend - j0 : bc;
       const float* Kt = block_t(ops, &c->k, b, hk, j0, nj, E, kbuf, ktbuf, bc);
       const float* V = block_in(&c->v, b, hk, j0, nj, Ev, vbuf, &ldv);
-      if (!c->causal || j0 + nj - 1 <= i0) { /* no causally masked pair in the block */
-        ops->gemm(ni, nj, E, c->scale, Q, ldq, 1, Kt, bc, sb, bc, 0);
-        for (int64_t r = 0; r < ni; r++) {
-          float* s = sb + r * bc;
-          mask_fixup(c, s, b, h, i0 + r, j0, nj);
-          fwd_row(ops, s, nj, mrow + r, lrow + r, acc + r * Ev, Ev);
-        }
-        ops->gemm(ni, Ev, nj, 1.0f, sb, bc, 1, V, ldv, acc, Ev, 1);
-        continue;
-      }
-      /* The block crosses the diagonal: strips of rows, each against only the keys its last row
-       * sees (S, the softmax and P V skip the causally masked part; the result is the same). */
-      for (int64_t r0 = 0; r0 < ni; r0 += SDPA_STRIP) {
-        const int64_t nr = ni - r0 < SDPA_STRIP ? ni - r0 : SDPA_STRIP;
-        const int64_t nmax = causal_keys(i0 + r0 + nr - 1, j0, nj);
+      /* A block that crosses the diagonal runs in strips of rows, each against only the keys
+       * its last row sees (S, the softmax and P V skip the causally masked part); any other
+       * block is one strip of all its rows and keys. */
+      const int diag = c->causal && j0 + nj - 1 > i0;
+      const int64_t strip = diag ? SDPA_STRIP : ni;
+      for (int64_t r0 = 0; r0 < ni; r0 += strip) {
+        const int64_t nr = ni - r0 < strip ? ni - r0 : strip;
+        const int64_t nmax = diag ? causal_keys(i0 + r0 + nr - 1, j0, nj) : nj;
         if (nmax == 0) continue; /* the whole strip masked: nothing changes */
         ops->gemm(nr, nmax, E, c->scale, Q + r0 * ldq, ldq, 1, Kt, bc, sb + r0 * bc, bc, 0);
         for (int64_t r = r0; r < r0 + nr; r++) {
           float* s = sb + r * bc;
-          const int64_t n = causal_keys(i0 + r, j0, nj);
+          const int64_t n = diag ? causal_keys(i0 + r, j0, nj) : nj;
           if (n > 0) {
             mask_fixup(c, s, b, h, i0 + r, j0, n);
             fwd_row(ops, s, n, mrow + r, lrow + r, acc + r * Ev, Ev);

@@ -292,32 +292,24 @@ std::vector<Tensor> sqrt(TensorList self) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-#define KILN_REG_BINARY(name)                                 \
-  m.impl("_foreach_" #name "_.Scalar", name##_scalar_);       \
-  m.impl("_foreach_" #name ".Scalar", name##_scalar);         \
-  m.impl("_foreach_" #name "_.ScalarList", name##_scalarlist_); \
-  m.impl("_foreach_" #name ".ScalarList", name##_scalarlist); \
-  m.impl("_foreach_" #name "_.List", name##_list_);           \
-  m.impl("_foreach_" #name ".List", name##_list);
-  KILN_REG_BINARY(add)
-  KILN_REG_BINARY(sub)
-  KILN_REG_BINARY(mul)
-  KILN_REG_BINARY(div)
-#undef KILN_REG_BINARY
-  m.impl("_foreach_lerp_.Scalar", lerp_scalar_);
-  m.impl("_foreach_lerp.Scalar", lerp_scalar);
-  m.impl("_foreach_lerp_.ScalarList", lerp_scalarlist_);
-  m.impl("_foreach_lerp.ScalarList", lerp_scalarlist);
-  m.impl("_foreach_lerp_.List", lerp_list_);
-  m.impl("_foreach_lerp.List", lerp_list);
-#define KILN_REG_ADDC(name)                                        \
+// The .Scalar and .ScalarList overloads (in place and not), and the .List ones.
+#define KILN_REG_SCALARS(name)                                     \
   m.impl("_foreach_" #name "_.Scalar", name##_scalar_);            \
   m.impl("_foreach_" #name ".Scalar", name##_scalar);              \
   m.impl("_foreach_" #name "_.ScalarList", name##_scalarlist_);    \
   m.impl("_foreach_" #name ".ScalarList", name##_scalarlist);
-  KILN_REG_ADDC(addcmul)
-  KILN_REG_ADDC(addcdiv)
-#undef KILN_REG_ADDC
+#define KILN_REG_LIST(name)                                        \
+  m.impl("_foreach_" #name "_.List", name##_list_);                \
+  m.impl("_foreach_" #name ".List", name##_list);
+  KILN_REG_SCALARS(add) KILN_REG_LIST(add)
+  KILN_REG_SCALARS(sub) KILN_REG_LIST(sub)
+  KILN_REG_SCALARS(mul) KILN_REG_LIST(mul)
+  KILN_REG_SCALARS(div) KILN_REG_LIST(div)
+  KILN_REG_SCALARS(lerp) KILN_REG_LIST(lerp)
+  KILN_REG_SCALARS(addcmul)
+  KILN_REG_SCALARS(addcdiv)
+#undef KILN_REG_SCALARS
+#undef KILN_REG_LIST
   m.impl("_foreach_sqrt_", sqrt_);
   m.impl("_foreach_sqrt", sqrt);
 }
