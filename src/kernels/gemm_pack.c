@@ -43,15 +43,23 @@ static int64_t abs64(int64_t x) { return x < 0 ? -x : x; }
 void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t p0, int64_t mc,
                       int64_t kc) {
   const int f32 = a->dtype == KILN_DTYPE_F32;
-  if (f32 && a->rs == 1 && mc % MR == 0) {
+  if (f32 && a->rs == 1) {
     /* Transposed (A^T row-major): k steps are contiguous runs over the block's rows; walk 16
-     * of them per sliver so the source lines are reused from L1. */
+     * of them per sliver so the source lines are reused from L1. A last partial sliver is
+     * padded with zeros. */
     for (int64_t pb = 0; pb < kc; pb += 16) {
       const int64_t pe = pb + 16 < kc ? pb + 16 : kc;
       for (int64_t s = 0; s < mc; s += MR) {
         float* d = dst + s * kc + pb * MR;
         const float* col = src_at(a, i0 + s, p0 + pb);
-        for (int64_t p = pb; p < pe; p++, col += a->cs, d += MR) memcpy(d, col, MR * sizeof(float));
+        if (mc - s >= MR) {
+          for (int64_t p = pb; p < pe; p++, col += a->cs, d += MR)
+            memcpy(d, col, MR * sizeof(float)); /* fixed size: inlined as two moves */
+        } else {
+          const int mr = (int)(mc - s);
+          for (int64_t p = pb; p < pe; p++, col += a->cs, d += MR)
+            for (int r = 0; r < MR; r++) d[r] = r < mr ? col[r] : 0.0f;
+        }
       }
     }
     return;

@@ -112,10 +112,80 @@ void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c
     _mm_prefetch((const char*)(c + r * ldc + 16), _MM_HINT_T0);
   }
   int64_t p = 0;
+#if defined(__x86_64__)
+  /* The k loop in assembly: compiled from the intrinsics, gcc rotated the accumulators through
+   * extra registers (a vmovaps per FMA or two), which cost front-end slots the FMAs need. Here
+   * the twelve accumulators stay in zmm0-11 (B rows in zmm12/13, broadcasts in zmm14/15), four
+   * k steps per iteration then single steps, and are spilled once to `acc` at the end. */
+  {
+    float acc[12 * 16] __attribute__((aligned(64)));
+    int64_t n4 = kc / 4, n1 = kc % 4;
+    const int64_t off = (int64_t)sizeof(float) * NR * kc; /* b2 - b in bytes */
+#define KS_ROW(ao, x, y, s) \
+  "vbroadcastss " #ao "(%[a]), %%zmm" #s "\n\t" \
+  "vfmadd231ps %%zmm12, %%zmm" #s ", %%zmm" #x "\n\t" \
+  "vfmadd231ps %%zmm13, %%zmm" #s ", %%zmm" #y "\n\t"
+#define KS(k)                                                                        \
+  "vmovaps " #k "*64(%[b]), %%zmm12\n\t"                                              \
+  "vmovaps " #k "*64(%[b],%[off]), %%zmm13\n\t"                                       \
+  KS_ROW(k*24+0, 0, 1, 14) KS_ROW(k*24+4, 2, 3, 15) KS_ROW(k*24+8, 4, 5, 14)          \
+  KS_ROW(k*24+12, 6, 7, 15) KS_ROW(k*24+16, 8, 9, 14) KS_ROW(k*24+20, 10, 11, 15)
+    __asm__ volatile(
+        "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+        "vmovaps %%zmm0, %%zmm1\n\t" "vmovaps %%zmm0, %%zmm2\n\t" "vmovaps %%zmm0, %%zmm3\n\t"
+        "vmovaps %%zmm0, %%zmm4\n\t" "vmovaps %%zmm0, %%zmm5\n\t" "vmovaps %%zmm0, %%zmm6\n\t"
+        "vmovaps %%zmm0, %%zmm7\n\t" "vmovaps %%zmm0, %%zmm8\n\t" "vmovaps %%zmm0, %%zmm9\n\t"
+        "vmovaps %%zmm0, %%zmm10\n\t" "vmovaps %%zmm0, %%zmm11\n\t"
+        "test %[n4], %[n4]\n\t"
+        "jz 2f\n\t"
+        "1:\n\t"
+        "prefetcht0 192(%[a])\n\t"
+        "prefetcht0 512(%[b])\n\t"
+        "prefetcht0 512(%[b],%[off])\n\t"
+        KS(0) KS(1) KS(2) KS(3)
+        "add $96, %[a]\n\t"
+        "add $256, %[b]\n\t"
+        "dec %[n4]\n\t"
+        "jnz 1b\n\t"
+        "2:\n\t"
+        "test %[n1], %[n1]\n\t"
+        "jz 4f\n\t"
+        "3:\n\t"
+        KS(0)
+        "add $24, %[a]\n\t"
+        "add $64, %[b]\n\t"
+        "dec %[n1]\n\t"
+        "jnz 3b\n\t"
+        "4:\n\t"
+        "vmovaps %%zmm0, 0*64(%[acc])\n\t" "vmovaps %%zmm1, 1*64(%[acc])\n\t"
+        "vmovaps %%zmm2, 2*64(%[acc])\n\t" "vmovaps %%zmm3, 3*64(%[acc])\n\t"
+        "vmovaps %%zmm4, 4*64(%[acc])\n\t" "vmovaps %%zmm5, 5*64(%[acc])\n\t"
+        "vmovaps %%zmm6, 6*64(%[acc])\n\t" "vmovaps %%zmm7, 7*64(%[acc])\n\t"
+        "vmovaps %%zmm8, 8*64(%[acc])\n\t" "vmovaps %%zmm9, 9*64(%[acc])\n\t"
+        "vmovaps %%zmm10, 10*64(%[acc])\n\t" "vmovaps %%zmm11, 11*64(%[acc])\n\t"
+        : [a] "+r"(a), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
+        : [off] "r"(off), [acc] "r"(acc)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+#undef KS
+#undef KS_ROW
+    e0 = _mm512_load_ps(acc + 0 * 16);
+    f0 = _mm512_load_ps(acc + 1 * 16);
+    e1 = _mm512_load_ps(acc + 2 * 16);
+    f1 = _mm512_load_ps(acc + 3 * 16);
+    e2 = _mm512_load_ps(acc + 4 * 16);
+    f2 = _mm512_load_ps(acc + 5 * 16);
+    e3 = _mm512_load_ps(acc + 6 * 16);
+    f3 = _mm512_load_ps(acc + 7 * 16);
+    e4 = _mm512_load_ps(acc + 8 * 16);
+    f4 = _mm512_load_ps(acc + 9 * 16);
+    e5 = _mm512_load_ps(acc + 10 * 16);
+    f5 = _mm512_load_ps(acc + 11 * 16);
+    p = kc;
+    (void)b2;
+  }
+#else
   for (; p + 4 <= kc; p += 4) {
-    _mm_prefetch((const char*)(a + 8 * MR), _MM_HINT_T0);
-    _mm_prefetch((const char*)(b + 8 * NR), _MM_HINT_T0);
-    _mm_prefetch((const char*)(b2 + 8 * NR), _MM_HINT_T0);
     K_STEP2(a, b, b2, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
     K_STEP2(a + MR, b + NR, b2 + NR, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
     K_STEP2(a + 2 * MR, b + 2 * NR, b2 + 2 * NR, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
@@ -124,6 +194,7 @@ void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c
     b += 4 * NR;
     b2 += 4 * NR;
   }
+#endif
   for (; p < kc; p++, a += MR, b += NR, b2 += NR) {
     K_STEP2(a, b, b2, e0, e1, e2, e3, e4, e5, f0, f1, f2, f3, f4, f5);
   }
