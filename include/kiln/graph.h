@@ -260,6 +260,7 @@ enum {
   KILN_COMPILE_NO_SIBLING_FUSION = 1 << 11, /* groups sharing an input run as one */
   KILN_COMPILE_NO_HFUSE = 1 << 12,          /* matmuls sharing A merged into one wider GEMM */
   KILN_COMPILE_NO_HOIST = 1 << 13,          /* consumer groups moved up into their producer's */
+  KILN_COMPILE_NO_PEEPHOLE = 1 << 14,       /* mul(x, sigmoid(x)) rewritten as silu(x) */
 };
 
 /* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs

@@ -6,6 +6,7 @@
 
 #include "graph/graph_internal.h"
 #include "kiln/dtype.h"
+#include "kiln/kernels/gemm.h"
 
 typedef struct {
   char* buf;
@@ -73,6 +74,7 @@ static void node_attrs(sink_t* s, const gx_node* n) {
       sp(s, " act=%s bias_axis=%d trans=(%d,%d) m=%lld n=%lld k=%lld alpha=%g", act_name((int)n->i[0]),
          (int)n->i[1], (int)n->i[2], (int)n->i[3], (long long)n->i[6], (long long)n->i[7],
          (long long)n->i[8], n->f[0]);
+      if (n->in[3] >= 0) sp(s, " residual=%s", n->i[10] == KILN_GEMM_RESIDUAL_MUL ? "mul" : "add");
       break;
     case GX_OP_FUSED: sp(s, " group=%d", n->aux); break;
     case GX_OP_LAYER_NORM:

@@ -50,7 +50,7 @@ static kiln_tensor_t keepdim_view(const kiln_tensor_t* out, int x_ndim, uint32_t
 }
 
 /* GX_OP_GEMM: i[0] activation, i[1] bias axis, i[2] trans_a, i[3] trans_b, i[4] lda, i[5] ldb,
- * i[6] M, i[7] N, i[8] K, i[9] ldr; f[0] alpha. Inputs a, b, bias (-1), residual (-1). The
+ * i[6] M, i[7] N, i[8] K, i[9] ldr, i[10] residual op (kiln_gemm_residual_op_t); f[0] alpha. Inputs a, b, bias (-1), residual (-1). The
  * geometry was checked against the layouts when the node was made (fusion.c). */
 static kiln_status_t run_gemm(const gx_node* n, kiln_tensor_t* const* in, kiln_tensor_t* out) {
   kiln_gemm_epilogue_t ep;
@@ -60,6 +60,7 @@ static kiln_status_t run_gemm(const gx_node* n, kiln_tensor_t* const* in, kiln_t
   ep.bias = in[2] ? in[2]->data : NULL;
   ep.residual = in[3] ? in[3]->data : NULL;
   ep.ldr = in[3] ? n->i[9] : 0;
+  ep.residual_op = (int)n->i[10];
   return kiln_sgemm_ex((int)n->i[2], (int)n->i[3], n->i[6], n->i[7], n->i[8], (float)n->f[0],
                        in[0]->data, n->i[4], in[1]->data, n->i[5], 0.0f, out->data,
                        n->i[7] > 0 ? n->i[7] : 1, &ep);
@@ -235,6 +236,7 @@ kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_
     st = gx_pass_fold(w, &e->stats.n_folded);
     if (st == KILN_OK && !(flags & KILN_COMPILE_NO_CSE)) st = gx_pass_cse(w, &e->stats.n_cse);
   }
+  if (st == KILN_OK && !(flags & KILN_COMPILE_NO_PEEPHOLE)) st = gx_pass_peephole(w, NULL);
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_VIEW_SINK)) st = gx_pass_view_sink(w, NULL);
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_DCE)) st = gx_pass_dce(w, NULL);
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_HFUSE)) {

@@ -6,7 +6,9 @@
  * seen in the producer's shape (e.g. addmm [B*T, N] -> view [B, T, N] -> gelu).
  *
  * Epilogue fusion: an f32 matmul/addmm whose operands have a GEMM layout, followed by a chain
- * of single-use nodes [+ bias] [act] [+ residual], becomes one GX_OP_GEMM node (kiln_sgemm_ex).
+ * of single-use nodes [+ bias] [act] [+ or * residual], becomes one GX_OP_GEMM node
+ * (kiln_sgemm_ex). The product form is a gated unit, silu(x W1) * (x W3): the gate GEMM
+ * applies silu and multiplies by the other product while its tile is in cache.
  *
  * Pointwise fusion: nodes are visited in execution order; a pointwise node joins the groups of
  * its pointwise producers (same shape, read directly, not through a view) when no node outside
@@ -439,7 +441,7 @@ kiln_status_t gx_pass_epilogue(kiln_exec_t* e) {
     int ta, tb;
     int64_t lda, ldb, M;
     if (!gemm_a(a, &ta, &lda, &M) || !gemm_b(b, &tb, &ldb)) continue;
-    int bias = -1, axis = 1, act = 0, resid = -1;
+    int bias = -1, axis = 1, act = 0, resid = -1, resop = KILN_GEMM_RESIDUAL_ADD;
     int64_t ldr = 0;
     double alpha = 1.0;
     if (m->op == GX_OP_ADDMM) {
@@ -481,6 +483,11 @@ kiln_status_t gx_pass_epilogue(kiln_exec_t* e) {
         } else {
           break;
         }
+      } else if (un->op == GX_OP_BINARY && un->sub == KILN_BINARY_MUL &&
+                 (un->in[0] == cur) != (un->in[1] == cur) && resid < 0 &&
+                 residual_ok(&g->values[un->in[0] == cur ? un->in[1] : un->in[0]], c, &ldr)) {
+        resid = un->in[0] == cur ? un->in[1] : un->in[0]; /* a gated unit: act(x W) * r */
+        resop = KILN_GEMM_RESIDUAL_MUL;
       } else {
         break;
       }
@@ -508,7 +515,8 @@ kiln_status_t gx_pass_epilogue(kiln_exec_t* e) {
     gn->i[7] = c->shape[c->ndim - 1];
     gn->i[8] = a->shape[a->ndim - 1];
     gn->i[9] = ldr;
-    gn->n_i = 10;
+    gn->i[10] = resop;
+    gn->n_i = 11;
     gn->f[0] = alpha;
     g->values[cur].node = gid;
     g->values[cur].slot = 0;

@@ -286,6 +286,9 @@ kiln_status_t gx_pass_dce(kiln_graph_t* g, int64_t* removed);
 kiln_status_t gx_pass_cse(kiln_graph_t* g, int64_t* merged);
 kiln_status_t gx_pass_fold(kiln_graph_t* g, int64_t* folded);
 kiln_status_t gx_pass_view_sink(kiln_graph_t* g, int64_t* moved);
+/* Rewrites f32 mul(x, sigmoid(x)) (a decomposed silu; the sigmoid used only there) into
+ * unary silu(x); the sigmoid is left for DCE. *rewritten counts the rewrites. */
+kiln_status_t gx_pass_peephole(kiln_graph_t* g, int64_t* rewritten);
 /* Horizontal GEMM fusion (hfuse.c): f32 matmuls sharing A with weight B's become one matmul
  * against the stacked weights; the old results become column slices. Graph level, before the
  * view pass; *merged counts the matmuls merged. */

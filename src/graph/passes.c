@@ -440,3 +440,50 @@ kiln_status_t gx_pass_views(kiln_exec_t* e) {
   e->n_order = m;
   return KILN_OK;
 }
+
+/* ---- peephole: mul(x, sigmoid(x)) -> silu(x) --------------------------------------------------
+ * The core-ATen decomposition of silu. As one op it is one element kernel (the same one eager
+ * silu runs, so compiled and eager agree bit for bit) and a GEMM epilogue activation. Only f32
+ * with f32 compute, same shapes (no broadcast), and a sigmoid used by nothing else. */
+kiln_status_t gx_pass_peephole(kiln_graph_t* g, int64_t* rewritten) {
+  int* order;
+  int n;
+  KILN_RETURN_IF_ERROR(gx_topo_order(g, &order, &n));
+  int* uses = gx_calloc(&g->alloc, (size_t)g->n_values + 1, sizeof(int));
+  if (!uses) {
+    gx_free(&g->alloc, order);
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: out of memory (peephole)");
+  }
+  gx_count_uses(g, order, n, uses);
+  for (int oi = 0; oi < n; oi++) {
+    gx_node* m = &g->nodes[order[oi]];
+    if (m->dead || m->op != GX_OP_BINARY || m->sub != KILN_BINARY_MUL || m->n_in != 2) continue;
+    if (m->dtype != KILN_DTYPE_F32 || m->dtype2 != KILN_DTYPE_F32) continue;
+    for (int side = 0; side < 2; side++) {
+      const int x = m->in[1 - side], s = m->in[side];
+      if (x < 0 || s < 0 || uses[s] != 1) continue;
+      const gx_node* sg = &g->nodes[g->values[s].node];
+      if (sg->dead || sg->op != GX_OP_UNARY || sg->sub != KILN_UNARY_SIGMOID || sg->in[0] != x ||
+          sg->dtype2 != KILN_DTYPE_F32)
+        continue;
+      const gx_value* xv = &g->values[x];
+      const gx_value* ov = &g->values[m->out[0]];
+      if (xv->dtype != KILN_DTYPE_F32 || g->values[s].dtype != KILN_DTYPE_F32 ||
+          xv->ndim != ov->ndim || memcmp(xv->shape, ov->shape, sizeof(int64_t) * (size_t)xv->ndim))
+        continue;
+      m->op = GX_OP_UNARY;
+      m->sub = KILN_UNARY_SILU;
+      m->n_in = 1;
+      m->in[0] = x;
+      memset(m->i, 0, sizeof m->i);
+      memset(m->f, 0, sizeof m->f);
+      m->n_i = 2; /* has_min, has_max (as kiln_graph_unary_ex) */
+      uses[s]--;
+      if (rewritten) (*rewritten)++;
+      break;
+    }
+  }
+  gx_free(&g->alloc, uses);
+  gx_free(&g->alloc, order);
+  return KILN_OK;
+}

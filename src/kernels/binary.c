@@ -223,7 +223,8 @@ kiln_status_t kiln_binary_desc(kiln_binary_op_t op, const kiln_tensor_t* b, doub
   if ((op == KILN_BINARY_MUL || op == KILN_BINARY_DIV) && it != compute && b &&
       b->dtype != compute && b->ndim >= 0 && b->ndim <= KILN_MAX_DIMS && kiln_tensor_numel(b) == 1)
     d.no_round[1] = 1;
-  d.kernel = (it == KILN_DTYPE_F32 && kiln_cpu_has_avx2()) ? kiln_avx2_binary_f32(op) : NULL;
+  d.kernel = (it == KILN_DTYPE_F32 && kiln_cpu_has_avx512()) ? kiln_avx512_binary_f32(op) : NULL;
+  if (!d.kernel && it == KILN_DTYPE_F32 && kiln_cpu_has_avx2()) d.kernel = kiln_avx2_binary_f32(op);
   if (!d.kernel) d.kernel = g_binary[op][it];
   if (it != compute && op == KILN_BINARY_DIV_TRUNC) d.kernel = bin_div_trunc_half;
   if (it != compute && op == KILN_BINARY_DIV_FLOOR) d.kernel = bin_div_floor_half;

@@ -115,7 +115,26 @@ int kiln_cpu_has_avx2(void) {
   return v;
 }
 
+static int g_has_avx512 = -1;
+
+int kiln_cpu_has_avx512(void) {
+  int v = __atomic_load_n(&g_has_avx512, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char* env = getenv("KILN_DISABLE_AVX512");
+    v = 0;
+#if defined(__x86_64__)
+    v = (!env || env[0] == 0 || env[0] == '0') && kiln_cpu_has_avx2() &&
+        __builtin_cpu_supports("avx512f");
+#else
+    (void)env;
+#endif
+    __atomic_store_n(&g_has_avx512, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
 void kiln_cpu_force_generic(int on) {
+  __atomic_store_n(&g_has_avx512, -1, __ATOMIC_RELAXED);
   __atomic_store_n(&g_has_avx2, -1, __ATOMIC_RELAXED);
   if (on) __atomic_store_n(&g_has_avx2, 0, __ATOMIC_RELAXED);
 }

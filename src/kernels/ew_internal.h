@@ -109,6 +109,13 @@ void kiln_avx2_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 void kiln_avx2_bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 /* Sum of n contiguous f32 values, accumulated in double. */
 double kiln_avx2_sum_f32(const float* x, int64_t n);
+/* ---- AVX-512F (avx512/elementwise_avx512.c); call only when kiln_cpu_has_avx512() ---- */
+/* 1 if kiln_cpu_has_avx2() and the CPU has AVX-512F (cached; KILN_DISABLE_AVX512=1 forces 0). */
+int kiln_cpu_has_avx512(void);
+/* f32 kernels with the bits of the AVX2 ones, 16 lanes at a time; NULL where there is none
+ * (the AVX2 kernel applies). */
+kiln_ew_kernel_t kiln_avx512_unary_f32(kiln_unary_op_t op);
+kiln_ew_kernel_t kiln_avx512_binary_f32(kiln_binary_op_t op);
 /* dst[i] = src[2*i] for i < n (a deinterleave); reads nothing past src[2*(n-1)]. */
 void kiln_avx2_gather2_32(const void* src, void* dst, int64_t n);
 /* dst[2*i] = src[i] for i < n (an interleave); the odd lanes of dst are neither read nor

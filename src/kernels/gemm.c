@@ -8,7 +8,8 @@
  * demand in groups of B_GROUP slivers: the first thread to need a group packs it (atomic flag),
  * so a slice needs no packing barrier and a thread only ever waits for a group being packed.
  * Units start their sweep at staggered groups so threads pack different groups first. The
- * epilogue runs on a tile right after its last KC slice. Small products run the unpacked
+ * epilogue runs in the last KC slice, on runs of up to EPI_COLS finished columns of a row block
+ * (still in L2). Small products run the unpacked
  * micro-kernel on the caller, x @ W^T with one or two rows a GEMV kernel.
  */
 #include <pthread.h>
@@ -179,6 +180,31 @@ static const float* b_sliver(gemm_ctx_t* g, int64_t s) {
   return g->bpack + s * NR * g->kc;
 }
 
+/* The epilogue runs on runs of finished columns of a row block, up to EPI_COLS wide: the block
+ * is still in L2 and every row is one long contiguous stretch of C and of the residual (per
+ * 6 x 32 tile, each residual row was a separate 128-byte miss the prefetchers could not see, and
+ * each activation call covered 32 elements). The ops are elementwise, so where the runs start
+ * and end does not change a bit. */
+#define EPI_COLS 256
+
+typedef struct epi_run {
+  int64_t j0, j1; /* finished columns of C not yet through the epilogue; j0 < 0: none */
+} epi_run_t;
+
+static void epi_flush(const kiln_sgemm_problem_t* pr, epi_run_t* r, int64_t i0, int64_t mb) {
+  if (r->j0 >= 0) kiln_gemm_epilogue_tile(pr, pr->c + i0 * pr->ldc + r->j0, i0, r->j0, mb, r->j1 - r->j0);
+  r->j0 = -1;
+}
+
+/* Columns [j, j + nr) of rows [i0, i0+mb) are final. */
+static void epi_add(const kiln_sgemm_problem_t* pr, epi_run_t* r, int64_t i0, int64_t mb, int64_t j,
+                    int64_t nr) {
+  if (r->j0 >= 0 && j != r->j1) epi_flush(pr, r, i0, mb);
+  if (r->j0 < 0) r->j0 = j;
+  r->j1 = j + nr;
+  if (r->j1 - r->j0 >= EPI_COLS) epi_flush(pr, r, i0, mb);
+}
+
 /* Rows [i0, i0+mb) of C against panel slivers [s0, s1) (visited from `first`, wrapping): pack
  * the A block, then sweep the slivers with the micro-kernel. */
 static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64_t s0,
@@ -187,6 +213,7 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64
   const int64_t ns = s1 - s0, kc = g->kc;
   const float beta = g->pc == 0 ? pr->beta : 1.0f;
   const int last = g->pc + kc == pr->k && pr->ep != NULL;
+  epi_run_t run = {-1, -1};
   if (g->dukr != NULL) { /* A in place: each 6-row sliver (in L1) against every B sliver */
     const float* a = (const float*)pr->a.p + g->pc;
     for (int64_t ir = 0; ir < mb; ir += MR) {
@@ -199,8 +226,9 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64
         const int nr = (int)min64(NR, g->jc + g->nc - j);
         float* c = pr->c + (i0 + ir) * pr->ldc + j;
         g->dukr(kc, ar, pr->a.rs, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
-        if (last) kiln_gemm_epilogue_tile(c, pr->ldc, i0 + ir, j, mr, nr, pr->ep);
+        if (last) epi_add(pr, &run, i0 + ir, mr, j, nr);
       }
+      epi_flush(pr, &run, i0 + ir, mr);
     }
     return;
   }
@@ -223,9 +251,10 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64
       float* c = pr->c + (i0 + ir) * pr->ldc + j;
       if (pair) g->ukr2(kc, ap + ir * kc, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
       else g->ukr(kc, ap + ir * kc, bp, c, pr->ldc, pr->alpha, beta, mr, nr);
-      if (last) kiln_gemm_epilogue_tile(c, pr->ldc, i0 + ir, j, mr, nr, pr->ep);
     }
+    if (last) epi_add(pr, &run, i0, mb, j, nr);
   }
+  epi_flush(pr, &run, i0, mb);
 }
 
 static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
@@ -268,7 +297,7 @@ static void scale_only(const kiln_sgemm_problem_t* pr) {
     else if (pr->beta != 1.0f)
       for (int64_t j = 0; j < pr->n; j++) row[j] *= pr->beta;
   }
-  if (pr->ep != NULL) kiln_gemm_epilogue_tile(pr->c, pr->ldc, 0, 0, pr->m, pr->n, pr->ep);
+  if (pr->ep != NULL) kiln_gemm_epilogue_tile(pr, pr->c, 0, 0, pr->m, pr->n);
 }
 
 /* Unpacked path: B has unit column stride, f32 operands. */
@@ -291,7 +320,7 @@ static void small_range(void* ctx, int64_t begin, int64_t end, int tid) {
       float* c = pr->c + i * pr->ldc + j;
       s->ukr(pr->k, a + i * pr->a.rs, pr->a.rs, pr->a.cs, b + j, pr->b.rs, c, pr->ldc, pr->alpha,
              pr->beta, mr, nr);
-      if (pr->ep != NULL) kiln_gemm_epilogue_tile(c, pr->ldc, i, j, mr, nr, pr->ep);
+      if (pr->ep != NULL) kiln_gemm_epilogue_tile(pr, c, i, j, mr, nr);
     }
   }
 }
@@ -310,7 +339,7 @@ static void gemv_range(void* ctx, int64_t begin, int64_t end, int tid) {
     float* c = pr->c + i * pr->ldc + j0;
     kiln_sgemv_t_avx2(pr->k, (const float*)pr->a.p + i * pr->a.rs, bt, pr->b.cs, j1 - j0, c,
                       pr->alpha, pr->beta);
-    if (pr->ep != NULL) kiln_gemm_epilogue_tile(c, pr->ldc, i, j0, 1, j1 - j0, pr->ep);
+    if (pr->ep != NULL) kiln_gemm_epilogue_tile(pr, c, i, j0, 1, j1 - j0);
   }
 }
 
@@ -473,6 +502,9 @@ kiln_status_t kiln_sgemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int6
     if (ep->activation < KILN_GEMM_ACT_NONE || ep->activation > KILN_GEMM_ACT_SILU)
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: unknown activation %d",
                         ep->activation);
+    if (ep->residual_op != KILN_GEMM_RESIDUAL_ADD && ep->residual_op != KILN_GEMM_RESIDUAL_MUL)
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: unknown residual_op %d",
+                        ep->residual_op);
     if (ep->residual != NULL && ep->ldr < (n > 1 ? n : 1))
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: ldr=%lld < n=%lld",
                         (long long)ep->ldr, (long long)n);
@@ -481,6 +513,7 @@ kiln_status_t kiln_sgemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int6
   kiln_sgemm_problem_t pr;
   fill_problem(&pr, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   pr.ep = ep;
+  KILN_RETURN_IF_ERROR(kiln_gemm_resolve_act(&pr));
   return kiln_sgemm_run(&pr);
 }
 

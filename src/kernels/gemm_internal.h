@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "kernels/ew_internal.h"
 #include "kiln/dtype.h"
 #include "kiln/kernels/gemm.h"
 #include "kiln/status.h"
@@ -34,6 +35,8 @@ typedef struct kiln_sgemm_problem {
   float* c;
   int64_t ldc;
   const kiln_gemm_epilogue_t* ep; /* NULL = none */
+  kiln_ew_kernel_t act;           /* ep's activation as the f32 element kernel (NULL: none) */
+  kiln_ew_args_t act_args;
   int serial;                     /* 1: run on the calling thread only */
 } kiln_sgemm_problem_t;
 
@@ -97,12 +100,13 @@ void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t 
  * avx2 != 0 allows the AVX2 transposing path. */
 void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,
                       int64_t nc, int avx2);
-/* Applies the epilogue to the mr x nr tile at c (leading dim ldc) whose top-left element is
- * (i0, j0) of the full C. */
-void kiln_gemm_epilogue_tile(float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t mr,
-                             int64_t nr, const kiln_gemm_epilogue_t* ep);
-/* The activation on one value. */
-float kiln_gemm_activate(float x, int activation);
+/* Applies pr's epilogue to the mr x nr tile at c (leading dim pr->ldc) whose top-left element
+ * is (i0, j0) of the full C. */
+void kiln_gemm_epilogue_tile(const kiln_sgemm_problem_t* pr, float* c, int64_t i0, int64_t j0,
+                             int64_t mr, int64_t nr);
+/* Resolves pr->act / pr->act_args from pr->ep (the f32 element kernel of its activation).
+ * Errors: INVALID_ARGUMENT for an unknown activation. */
+kiln_status_t kiln_gemm_resolve_act(kiln_sgemm_problem_t* pr);
 
 /* Scratch blocks reused across calls (a mutex-guarded free list; blocks are always in use or
  * listed, so nothing leaks). Acquire returns NULL when out of memory. */

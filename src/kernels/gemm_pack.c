@@ -189,29 +189,38 @@ void kiln_sgemm_ukr_strided_generic(int64_t k, const float* a, int64_t rs_a, int
   store_tile(acc, c, ldc, alpha, beta, mr, nr);
 }
 
-/* The activation on one value (torch formulas). */
-float kiln_gemm_activate(float x, int activation) {
+static int act_unary_op(int activation) {
   switch (activation) {
-    case KILN_GEMM_ACT_RELU:
-      return x > 0.0f ? x : (x == x ? 0.0f : x); /* NaN propagates like torch.relu */
-    case KILN_GEMM_ACT_GELU:
-      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case KILN_GEMM_ACT_GELU_TANH: {
-      const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.0f + tanhf(inner));
-    }
-    case KILN_GEMM_ACT_SILU:
-      return x / (1.0f + expf(-x));
-    default:
-      return x;
+    case KILN_GEMM_ACT_RELU: return KILN_UNARY_RELU;
+    case KILN_GEMM_ACT_GELU: return KILN_UNARY_GELU;
+    case KILN_GEMM_ACT_GELU_TANH: return KILN_UNARY_GELU_TANH;
+    case KILN_GEMM_ACT_SILU: return KILN_UNARY_SILU;
+    default: return -1;
   }
 }
 
-/* Applies bias, activation and residual to one tile of C. */
-void kiln_gemm_epilogue_tile(float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t mr,
-                             int64_t nr, const kiln_gemm_epilogue_t* ep) {
+kiln_status_t kiln_gemm_resolve_act(kiln_sgemm_problem_t* pr) {
+  pr->act = NULL;
+  memset(&pr->act_args, 0, sizeof pr->act_args);
+  if (pr->ep == NULL || pr->ep->activation == KILN_GEMM_ACT_NONE) return KILN_OK;
+  const int op = act_unary_op(pr->ep->activation);
+  if (op < 0)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: unknown activation %d",
+                      pr->ep->activation);
+  kiln_ew_desc_t d;
+  KILN_RETURN_IF_ERROR(kiln_unary_desc((kiln_unary_op_t)op, NULL, KILN_DTYPE_F32, &d));
+  pr->act = d.kernel;
+  pr->act_args = d.args;
+  return KILN_OK;
+}
+
+/* Applies bias, activation and residual to one tile of C: the activation is the element kernel
+ * on each row (in place), so the bits are those of the standalone op. */
+void kiln_gemm_epilogue_tile(const kiln_sgemm_problem_t* pr, float* c, int64_t i0, int64_t j0,
+                             int64_t mr, int64_t nr) {
+  const kiln_gemm_epilogue_t* ep = pr->ep;
   for (int64_t r = 0; r < mr; r++) {
-    float* row = c + r * ldc;
+    float* row = c + r * pr->ldc;
     if (ep->bias != NULL) {
       if (ep->bias_axis == 0) {
         const float bv = ep->bias[i0 + r];
@@ -221,19 +230,16 @@ void kiln_gemm_epilogue_tile(float* c, int64_t ldc, int64_t i0, int64_t j0, int6
         for (int64_t j = 0; j < nr; j++) row[j] += bv[j];
       }
     }
-    switch (ep->activation) {
-      case KILN_GEMM_ACT_NONE:
-        break;
-      case KILN_GEMM_ACT_RELU:
-        for (int64_t j = 0; j < nr; j++) row[j] = row[j] < 0.0f ? 0.0f : row[j];
-        break;
-      default:
-        for (int64_t j = 0; j < nr; j++) row[j] = kiln_gemm_activate(row[j], ep->activation);
-        break;
+    if (pr->act != NULL) {
+      const void* src[1] = {row};
+      (void)pr->act(nr, row, src, &pr->act_args);
     }
     if (ep->residual != NULL) {
       const float* res = ep->residual + (i0 + r) * ep->ldr + j0;
-      for (int64_t j = 0; j < nr; j++) row[j] += res[j];
+      if (ep->residual_op == KILN_GEMM_RESIDUAL_MUL)
+        for (int64_t j = 0; j < nr; j++) row[j] *= res[j];
+      else
+        for (int64_t j = 0; j < nr; j++) row[j] += res[j];
     }
   }
 }

@@ -267,7 +267,8 @@ kiln_status_t kiln_unary_desc(kiln_unary_op_t op, const kiln_unary_params_t* p,
                         "pow: non-integral exponent %g needs a floating compute dtype", p->alpha);
   }
   d.args.alpha = d.args.up.alpha;
-  d.kernel = (it == KILN_DTYPE_F32 && kiln_cpu_has_avx2()) ? kiln_avx2_unary_f32(op) : NULL;
+  d.kernel = (it == KILN_DTYPE_F32 && kiln_cpu_has_avx512()) ? kiln_avx512_unary_f32(op) : NULL;
+  if (!d.kernel && it == KILN_DTYPE_F32 && kiln_cpu_has_avx2()) d.kernel = kiln_avx2_unary_f32(op);
   if (!d.kernel) d.kernel = g_unary[op][it];
 
   if (!d.kernel)

@@ -76,7 +76,13 @@ static int check_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float al
       if (ep_in) {
         if (ep.bias) { double bv = ep.bias_axis ? bias[j] : bias[i]; r += bv; s += fabs(bv); }
         r = act_ref(r, ep.activation);
-        if (ep.residual) { r += res[i * ldr + j]; s += fabs(res[i * ldr + j]); }
+        if (ep.residual && ep.residual_op == KILN_GEMM_RESIDUAL_MUL) {
+          r *= res[i * ldr + j];
+          s = fabs(act_ref(s, ep.activation) * res[i * ldr + j]) + fabs(r);
+        } else if (ep.residual) {
+          r += res[i * ldr + j];
+          s += fabs(res[i * ldr + j]);
+        }
       }
       double got = c[i * ldc + j];
       double tol = 1e-5 * sqrt((double)k + 1) * s + 1e-30;
@@ -150,7 +156,7 @@ static int check_forced_isa(int isa) {
     bad += check_sgemm(t & 1, t >> 1, 97, 131, 257, -1.0f, 0.0f, 0, NULL, 1);
     bad += check_sgemm(t & 1, t >> 1, 300, 70, 513, 0.5f, 1.0f, 3, NULL, 0);
   }
-  kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_GELU, (const float*)1, 0};
+  kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_GELU, (const float*)1, 0, 0};
   bad += check_sgemm(0, 1, 70, 50, 300, 1.0f, 1.0f, 0, &ep, 0);
   kiln_gemm_set_isa(0);
   return bad;
@@ -180,7 +186,7 @@ KT_TEST(sgemm_avx2_unpacked_a_matches_packed) {
     for (int d = 0; d < 2; d++) {
       c[d] = fvec(m * n);
       kiln_gemm_set_adirect(d);
-      kiln_gemm_epilogue_t ep = {bias, 1, KILN_GEMM_ACT_SILU, NULL, 0};
+      kiln_gemm_epilogue_t ep = {bias, 1, KILN_GEMM_ACT_SILU, NULL, 0, 0};
       KT_OK(kiln_sgemm_ex(0, 1, m, n, k, 1.0f, a, lda, b, k, 0.0f, c[d], n, s & 1 ? &ep : NULL));
     }
     diff += memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)) != 0;
@@ -216,20 +222,28 @@ KT_TEST(sgemm_avx512_pairs_do_not_depend_on_threads) {
     float* bias = fvec(n);
     float* c0 = fvec(m * n);
     float* c[3];
-    kiln_gemm_epilogue_t ep = {bias, 1, KILN_GEMM_ACT_GELU, NULL, 0};
+    kiln_gemm_epilogue_t ep = {bias, 1, KILN_GEMM_ACT_GELU, NULL, 0, 0};
     const float beta = s == 3 ? 0.5f : 0.0f;
     for (int d = 0; d < 3; d++) {
       c[d] = malloc(sizeof(float) * (size_t)(m * n));
       memcpy(c[d], c0, sizeof(float) * (size_t)(m * n));
       kiln_gemm_set_pair(d != 2);
-      kiln_sgemm_problem_t pr = {m, n, k, 1.0f, beta,
-                                 {a, ta ? 1 : (s & 1 ? m : k), ta ? m : 1, KILN_DTYPE_F32},
-                                 {b, tb ? 1 : n, tb ? k : 1, KILN_DTYPE_F32}, c[d], n,
-                                 s & 1 ? &ep : NULL, d == 1};
+      kiln_sgemm_problem_t pr;
+      memset(&pr, 0, sizeof pr);
+      pr.m = m;
+      pr.n = n;
+      pr.k = k;
+      pr.alpha = 1.0f;
+      pr.beta = beta;
+      pr.c = c[d];
+      pr.ldc = n;
+      pr.ep = s & 1 ? &ep : NULL;
+      pr.serial = d == 1;
       if (ta) pr.a = (kiln_gemm_src_t){a, 1, m, KILN_DTYPE_F32};
       else pr.a = (kiln_gemm_src_t){a, k, 1, KILN_DTYPE_F32};
       if (tb) pr.b = (kiln_gemm_src_t){b, 1, k, KILN_DTYPE_F32};
       else pr.b = (kiln_gemm_src_t){b, n, 1, KILN_DTYPE_F32};
+      KT_OK(kiln_gemm_resolve_act(&pr));
       KT_OK(kiln_sgemm_run(&pr)); /* d = 0 pool, 1 serial, 2 pool without pairs */
     }
     diff += memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)) != 0;
@@ -251,13 +265,21 @@ KT_TEST(sgemm_epilogues) {
   for (int s = 0; s < 3; s++)
     for (int act = 0; act <= KILN_GEMM_ACT_SILU; act++)
       for (int axis = 0; axis < 2; axis++) {
-        kiln_gemm_epilogue_t ep = {(const float*)1, axis, act, NULL, 0};
+        kiln_gemm_epilogue_t ep = {(const float*)1, axis, act, NULL, 0, 0};
         bad += check_sgemm(act & 1, 0, sh[s][0], sh[s][1], sh[s][2], 1.0f, 0.0f, 1, &ep, 0);
-        kiln_gemm_epilogue_t ep2 = {axis ? (const float*)1 : NULL, 1, act, (const float*)1, 0};
+        kiln_gemm_epilogue_t ep2 = {axis ? (const float*)1 : NULL, 1, act, (const float*)1, 0, 0};
         bad += check_sgemm(0, axis, sh[s][0], sh[s][1], sh[s][2], 0.5f, 1.0f, 0, &ep2, 0);
+        /* a gated unit: act(x W1) * residual */
+        kiln_gemm_epilogue_t ep3 = {NULL, 0, act, (const float*)1, 0, KILN_GEMM_RESIDUAL_MUL};
+        bad += check_sgemm(axis, 1, sh[s][0], sh[s][1], sh[s][2], 1.0f, 0.0f, 0, &ep3, 0);
       }
-  kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_RELU, (const float*)1, 0};
+  kiln_gemm_epilogue_t ep = {(const float*)1, 1, KILN_GEMM_ACT_RELU, (const float*)1, 0, 0};
   bad += check_sgemm(0, 0, 4, 9, 0, 1.0f, 0.0f, 0, &ep, 1); /* k = 0: act(bias) + residual */
+  kiln_gemm_epilogue_t em = {NULL, 0, KILN_GEMM_ACT_SILU, (const float*)1, 0, KILN_GEMM_RESIDUAL_MUL};
+  bad += check_sgemm(0, 0, 4, 9, 0, 1.0f, 0.5f, 0, &em, 0); /* k = 0: silu(beta C) * residual */
+  bad += check_sgemm(0, 1, 2, 300, 37, 1.0f, 0.0f, 2, &em, 0); /* GEMV path */
+  bad += check_sgemm(0, 0, 3, 300, 37, 1.0f, 0.0f, 2, &em, 0); /* unpacked path */
+  bad += check_sgemm(0, 1, 1024, 384, 128, 1.0f, 0.0f, 0, &em, 0); /* the Llama MLP's gate */
   bad += check_sgemm(0, 1, 2, 300, 37, 1.0f, 0.5f, 2, &ep, 0); /* GEMV path */
   bad += check_sgemm(0, 0, 3, 300, 37, 1.0f, 0.5f, 2, &ep, 0); /* few rows, unpacked path */
   KT_CHECK(bad == 0);
@@ -311,12 +333,15 @@ KT_TEST(sgemm_invalid_arguments) {
   KT_CHECK(strstr(kiln_status_message(), "ldc") != NULL);
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, 2, 3, 4, 1, NULL, 4, x, 3, 0, x, 3));
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm(0, 0, 2, 3, 4, 1, x, 4, x, 3, 0, NULL, 3));
-  kiln_gemm_epilogue_t ep = {x, 2, 0, NULL, 0};
+  kiln_gemm_epilogue_t ep = {x, 2, 0, NULL, 0, 0};
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_ex(0, 0, 2, 2, 2, 1, x, 2, x, 2, 0, x, 2, &ep));
-  ep = (kiln_gemm_epilogue_t){NULL, 0, 99, NULL, 0};
+  ep = (kiln_gemm_epilogue_t){NULL, 0, 99, NULL, 0, 0};
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_ex(0, 0, 2, 2, 2, 1, x, 2, x, 2, 0, x, 2, &ep));
-  ep = (kiln_gemm_epilogue_t){NULL, 0, 0, x, 1};
+  ep = (kiln_gemm_epilogue_t){NULL, 0, 0, x, 1, 0};
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_ex(0, 0, 2, 2, 2, 1, x, 2, x, 2, 0, x, 2, &ep));
+  ep = (kiln_gemm_epilogue_t){NULL, 0, 0, x, 2, 7};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_ex(0, 0, 2, 2, 2, 1, x, 2, x, 2, 0, x, 2, &ep));
+  KT_CHECK(strstr(kiln_status_message(), "residual_op") != NULL);
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_batched(0, 0, 2, 2, 2, 1, x, 2, 4, x, 2, 4, 0, x, 2, 4, -1));
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_sgemm_batched(0, 0, 2, 2, 2, 1, x, 2, -4, x, 2, 4, 0, x, 2, 4, 2));
   double d[16] = {0};

@@ -490,3 +490,59 @@ KT_TEST(dumps_and_svg) {
 }
 
 KT_MAIN()
+
+/* mul(x, sigmoid(x)) (decomposed silu) becomes one silu, with the bits of the silu kernel; a
+ * sigmoid that is used elsewhere stays, and so does its product. */
+KT_TEST(silu_peephole) {
+  int64_t sh[2] = {33, 20};
+  const int64_t n = 33 * 20;
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int x, x2, s, m, s2, m2;
+  KT_OK(kiln_graph_input(g, F32, 2, sh, &x));
+  KT_OK(kiln_graph_input(g, F32, 2, sh, &x2));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_SIGMOID, x, F32, &s));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, x, s, 1.0, F32, &m));
+  KT_OK(kiln_graph_unary(g, KILN_UNARY_SIGMOID, x2, F32, &s2));
+  KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, s2, x2, 1.0, F32, &m2));
+  KT_OK(kiln_graph_output(g, m));
+  KT_OK(kiln_graph_output(g, m2));
+  KT_OK(kiln_graph_output(g, s2));
+  float* xv = gt_randf(n);
+  float* x2v = gt_randf(n);
+  for (int64_t i = 0; i < n; i++) xv[i] *= 30.0f; /* the exp clamps and tails too */
+  float *o1 = malloc(sizeof(float) * n), *o2 = malloc(sizeof(float) * n),
+        *o3 = malloc(sizeof(float) * n), *w1 = malloc(sizeof(float) * n),
+        *w2 = malloc(sizeof(float) * n), *w3 = malloc(sizeof(float) * n);
+  for (int flags = 0; flags < 2; flags++) {
+    kiln_exec_t* e;
+    KT_OK(kiln_graph_compile_ex(g, flags ? KILN_COMPILE_NO_PEEPHOLE : 0, &e));
+    void* ins[2] = {xv, x2v};
+    void* outs[3] = {o1, o2, o3};
+    KT_OK(kiln_exec_run(e, 2, ins, 3, outs));
+    char* txt = dump_str(e, KILN_DUMP_ALL);
+    const char* silu = strstr(txt, "unary.silu");
+    KT_CHECK((silu != NULL) == !flags);
+    if (silu) KT_CHECK(strstr(silu + 1, "unary.silu") == NULL); /* only the first product */
+    KT_CHECK(strstr(txt, "sigmoid") != NULL);
+    free(txt);
+    kiln_exec_destroy(e);
+    /* the eager ops on the same data */
+    kiln_tensor_t tx = gt_t(xv, F32, 2, sh), tx2 = gt_t(x2v, F32, 2, sh);
+    kiln_tensor_t t1 = gt_t(w1, F32, 2, sh), t2 = gt_t(w2, F32, 2, sh), t3 = gt_t(w3, F32, 2, sh);
+    if (flags) {
+      kiln_tensor_t ts = gt_t(w3, F32, 2, sh);
+      KT_OK(kiln_kernel_unary(KILN_UNARY_SIGMOID, &tx, F32, &ts));
+      KT_OK(kiln_kernel_binary(KILN_BINARY_MUL, &tx, &ts, 1.0, F32, &t1));
+    } else {
+      KT_OK(kiln_kernel_unary(KILN_UNARY_SILU, &tx, F32, &t1));
+    }
+    KT_OK(kiln_kernel_unary(KILN_UNARY_SIGMOID, &tx2, F32, &t3));
+    KT_OK(kiln_kernel_binary(KILN_BINARY_MUL, &t3, &tx2, 1.0, F32, &t2));
+    KT_CHECK(memcmp(o1, w1, sizeof(float) * n) == 0);
+    KT_CHECK(memcmp(o2, w2, sizeof(float) * n) == 0);
+    KT_CHECK(memcmp(o3, w3, sizeof(float) * n) == 0);
+  }
+  free(xv); free(x2v); free(o1); free(o2); free(o3); free(w1); free(w2); free(w3);
+  kiln_graph_destroy(g);
+}

@@ -400,6 +400,37 @@ def test_llama_inference_fullgraph_kiln_and_cpu():
         assert st["n_gemms_merged"] == 5 * LLAMA_CFG.layers and st["n_cats_elided"] >= 2 * LLAMA_CFG.layers, st
 
 
+@pytest.mark.parametrize("rows", [16, 256])
+def test_gated_mlp_silu_peephole_and_gated_epilogue(rows):
+    """silu(x W1^T) * (x W3^T), silu decomposed by aot_autograd into x * sigmoid(x): the compiler
+    rewrites it as one silu (the kernel eager silu runs). Below hfuse's row threshold (16 rows)
+    the gate GEMM applies silu and multiplies by the up product in its epilogue; at 256 rows the
+    two products are one wider GEMM and silu * up one fused group."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(5)
+    x, w1, w3, w2 = (torch.randn(*s, generator=g) for s in ((rows, 48), (96, 48), (96, 48), (48, 96)))
+
+    def mlp(x, w1, w3, w2):
+        return (F.silu(x @ w1.t()) * (x @ w3.t())) @ w2.t()
+
+    args = [t.to(KILN) for t in (x, w1, w3, w2)]
+    n_prog = len(compiled_programs)
+    got = torch.compile(mlp, backend="kiln", dynamic=False)(*args)
+    want = mlp(*args)
+    torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1.3e-6, atol=1e-5)
+    torch.testing.assert_close(got.cpu(), mlp(x, w1, w3, w2), rtol=1e-4, atol=1e-4)  # CPU: other sums
+    progs = compiled_programs[n_prog:]
+    assert len(progs) == 1, [p.name for p in progs]
+    after = progs[0].dump(1)  # the optimized IR
+    assert "sigmoid" not in after, after
+    if rows < 64:
+        assert "act=silu" in after and "residual=mul" in after, after
+        assert progs[0].stats["n_fused_groups"] == 0, after
+    else:
+        assert progs[0].stats["n_gemms_merged"] == 2, after
+        assert "unary.silu" in progs[0].dump(2), progs[0].dump(2)
+
+
 def test_logging_dumps_ir_and_svg(tmp_path, python_subprocess):
     code = (
         "import torch, torch_kiln\n"

@@ -37,16 +37,26 @@ typedef enum kiln_gemm_activation {
   KILN_GEMM_ACT_SILU = 4,      /* x * sigmoid(x) */
 } kiln_gemm_activation_t;
 
-/* Work fused into the store of each C tile: C = act(alpha*op(A)op(B) + beta*C + bias) + residual.
- * Every field is optional (NULL / 0); pointers are borrowed for the duration of the call.
- *   bias      m floats (bias_axis 0: one per row) or n floats (bias_axis 1: one per column).
- *   residual  m x n row-major with leading dimension ldr >= n; must not overlap C. */
+/* How the residual joins the result. */
+typedef enum kiln_gemm_residual_op {
+  KILN_GEMM_RESIDUAL_ADD = 0, /* act(...) + residual */
+  KILN_GEMM_RESIDUAL_MUL = 1, /* act(...) * residual (a gated unit: silu(x W1) * (x W3)) */
+} kiln_gemm_residual_op_t;
+
+/* Work fused into the store of each C tile: C = act(alpha*op(A)op(B) + beta*C + bias) (+ or *)
+ * residual. Every field is optional (NULL / 0); pointers are borrowed for the duration of the
+ * call. The activation is the f32 elementwise kernel of the same op (kiln_kernel_unary), so a
+ * fused product has the bits of the unfused product followed by that op.
+ *   bias         m floats (bias_axis 0: one per row) or n floats (bias_axis 1: one per column).
+ *   residual     m x n row-major with leading dimension ldr >= n; must not overlap C.
+ *   residual_op  kiln_gemm_residual_op_t (0 = add). */
 typedef struct kiln_gemm_epilogue {
   const float* bias;
   int bias_axis;  /* 0 per-row, 1 per-column */
   int activation; /* kiln_gemm_activation_t */
   const float* residual;
   int64_t ldr;
+  int residual_op; /* kiln_gemm_residual_op_t */
 } kiln_gemm_epilogue_t;
 
 /* C = alpha * op(A) * op(B) + beta * C in single precision (see the top of this file for the
@@ -57,7 +67,8 @@ kiln_status_t kiln_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t
                          float* c, int64_t ldc);
 
 /* kiln_sgemm followed by the fused epilogue `ep` (NULL = none), applied while each tile is in
- * cache. Errors: as kiln_sgemm, plus INVALID_ARGUMENT for a bad bias_axis, activation or ldr. */
+ * cache. Errors: as kiln_sgemm, plus INVALID_ARGUMENT for a bad bias_axis, activation,
+ * residual_op or ldr. */
 kiln_status_t kiln_sgemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                             float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                             float beta, float* c, int64_t ldc, const kiln_gemm_epilogue_t* ep);
