@@ -146,6 +146,7 @@ typedef struct gemm_ctx {
   float* apack;         /* nthreads blocks of a_stride floats */
   int64_t a_stride;
   int64_t jc, nc, pc, kc;  /* the current column panel and KC slice */
+  int64_t pc0;             /* the slice that applies the caller's beta (later ones add) */
   int64_t nslv, grp, ngrp; /* NR slivers in the panel, slivers per packing group, groups */
   int64_t nunits, mslv; /* work units; MR slivers of C's rows */
   atomic_int failed;    /* a thread could not get scratch */
@@ -211,7 +212,7 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64
                          int64_t s1, int64_t first) {
   const kiln_sgemm_problem_t* pr = g->pr;
   const int64_t ns = s1 - s0, kc = g->kc;
-  const float beta = g->pc == 0 ? pr->beta : 1.0f;
+  const float beta = g->pc == g->pc0 ? pr->beta : 1.0f;
   const int last = g->pc + kc == pr->k && pr->ep != NULL;
   epi_run_t run = {-1, -1};
   if (g->dukr != NULL) { /* A in place: each 6-row sliver (in L1) against every B sliver */
@@ -286,6 +287,131 @@ static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
     }
   }
   kiln_gemm_scratch_release(own);
+}
+
+/* ---- K-parallel mode -------------------------------------------------------------------------
+ * Short, deep products (weight gradients: M x N of a few hundred, K = tokens) have too few row
+ * blocks per KC slice to keep the threads busy, and every slice is a pool job with its own B
+ * packing. Here the slices are the work units instead: slice 0 accumulates into C (with the
+ * caller's beta), slice s > 0 writes alpha * A_s B_s into a private partial P_s (beta 0, its own
+ * packed B), and a second job adds P_1, P_2, ... to C in slice order, then runs the epilogue.
+ * The serial loop computes the same values in the same order (each later slice's store is
+ * C + alpha * acc, one rounding of the sum of two rounded terms, as c + P_s here), so results
+ * are bit-identical to one thread and to the slice-by-slice path. */
+
+#define KPAR_PARTIAL_MAX ((int64_t)2 << 20) /* floats of partials (8 MB) */
+
+static int g_kpar = 0; /* 0 auto, 1 whenever eligible, 2 never */
+void kiln_gemm_set_kpar(int mode) { g_kpar = mode; }
+
+typedef struct kpar_ctx {
+  const kiln_sgemm_problem_t* pr;
+  gemm_ctx_t base; /* kernels and panel geometry (one panel: jc 0, nc n) */
+  int64_t kc_max, nslices, per_thread;
+  float* area;     /* per thread: packed B slice, A block, group flags */
+  float* partials; /* nslices - 1 blocks of m x n */
+  atomic_int failed;
+} kpar_ctx_t;
+
+static void kpar_slices(void* ctx, int64_t begin, int64_t end, int tid) {
+  kpar_ctx_t* k = ctx;
+  const kiln_sgemm_problem_t* pr = k->pr;
+  gemm_scratch_t* own = NULL;
+  float* area;
+  if (tid >= 0 && tid < k->base.nthreads) {
+    area = k->area + (int64_t)tid * k->per_thread;
+  } else {
+    own = kiln_gemm_scratch_acquire(sizeof(float) * (size_t)k->per_thread);
+    if (own == NULL) {
+      atomic_store(&k->failed, 1);
+      return;
+    }
+    area = own->buf;
+  }
+  for (int64_t u = begin; u < end; u++) {
+    kiln_sgemm_problem_t pu = *pr;
+    pu.ep = NULL; /* after the reduction */
+    if (u > 0) {
+      pu.c = k->partials + (u - 1) * pr->m * pr->n;
+      pu.ldc = pr->n;
+      pu.beta = 0.0f;
+    }
+    gemm_ctx_t g = k->base;
+    g.pr = &pu;
+    g.pc = g.pc0 = u * k->kc_max;
+    g.kc = min64(k->kc_max, pr->k - g.pc);
+    g.bpack = area;
+    g.apack = area + k->kc_max * round_up(g.nc, NR);
+    g.ready = (atomic_int*)(void*)(g.apack + g.a_stride);
+    for (int64_t f = 0; f < g.ngrp; f++) atomic_init(&g.ready[f], 0);
+    for (int64_t i = 0; i < pr->m; i += MC) block_kernel(&g, g.apack, i, min64(MC, pr->m - i), 0, g.nslv, 0);
+  }
+  kiln_gemm_scratch_release(own);
+}
+
+static void kpar_reduce(void* ctx, int64_t r0, int64_t r1, int tid) {
+  (void)tid;
+  const kpar_ctx_t* k = ctx;
+  const kiln_sgemm_problem_t* pr = k->pr;
+  const int64_t n = pr->n;
+  for (int64_t i = r0; i < r1; i++) {
+    float* c = pr->c + i * pr->ldc;
+    for (int64_t s = 1; s < k->nslices; s++) {
+      const float* p = k->partials + (s - 1) * pr->m * n + i * n;
+      for (int64_t j = 0; j < n; j++) c[j] += p[j];
+    }
+    if (pr->ep != NULL) kiln_gemm_epilogue_tile(pr, c, i, 0, 1, n);
+  }
+}
+
+/* Runs pr in K-parallel mode when it qualifies; *done = 1 if it did. */
+static kiln_status_t kpar_run(const kiln_sgemm_problem_t* pr, int64_t T, int avx2, int* done) {
+  *done = 0;
+  if (g_kpar == 2 || T < 2) return KILN_OK;
+  const int64_t nslices = ceil_div(pr->k, KC), kc_max = ceil_div(pr->k, nslices);
+  const int64_t mslv = ceil_div(pr->m, MR), nc = round_up(pr->n, NR);
+  if (nslices < 2 || pr->n > NC || (nslices - 1) * pr->m * pr->n > KPAR_PARTIAL_MAX) return KILN_OK;
+  /* auto: while a slice has fewer row blocks than ~4 per thread and there are slices for
+   * every thread */
+  if (g_kpar == 0 && !(mslv < 4 * MC / MR * T / 2 && nslices >= T)) return KILN_OK;
+  kpar_ctx_t k;
+  memset(&k, 0, sizeof k);
+  k.pr = pr;
+  k.kc_max = kc_max;
+  k.nslices = nslices;
+  gemm_ctx_t* g = &k.base;
+  g->ukr = avx2 && use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
+  if (avx2 && use_avx512() && !g_no_pair) g->ukr2 = kiln_sgemm_ukr2_avx512;
+  g->avx2 = avx2;
+  if (avx2 && !use_avx512() && !g_no_adirect && pr->n <= ADIRECT_MAX_N &&
+      pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 && pr->a.rs >= 1)
+    g->dukr = kiln_sgemm_ukr_adirect_avx2;
+  g->nthreads = (int)T;
+  g->jc = 0;
+  g->nc = pr->n;
+  g->nslv = ceil_div(pr->n, NR);
+  g->grp = B_GROUP;
+  g->ngrp = ceil_div(g->nslv, g->grp);
+  g->a_stride = round_up(min64(round_up(pr->m, MR), MC) * kc_max, 16);
+  g->mslv = mslv;
+  k.per_thread = round_up(kc_max * nc + g->a_stride + round_up(g->ngrp, 16), 16);
+  const int64_t partial = (nslices - 1) * pr->m * pr->n;
+  const size_t bytes = sizeof(float) * (size_t)(k.per_thread * T + partial);
+  gemm_scratch_t* scratch = kiln_gemm_scratch_acquire(bytes);
+  if (scratch == NULL)
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of K-parallel scratch", bytes);
+  k.area = scratch->buf;
+  k.partials = scratch->buf + k.per_thread * T;
+  atomic_init(&k.failed, 0);
+  atomic_init(&g->failed, 0);
+  kiln_parallel_for(nslices, 1, kpar_slices, &k);
+  if (!atomic_load(&k.failed))
+    kiln_parallel_for(pr->m, ceil_div(pr->m, 4 * T), kpar_reduce, &k);
+  kiln_gemm_scratch_release(scratch);
+  if (atomic_load(&k.failed))
+    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: out of memory for packing scratch");
+  *done = 1;
+  return KILN_OK;
 }
 
 /* C = beta*C (beta == 0 writes zeros), then the epilogue: the k == 0 / alpha == 0 cases. */
@@ -377,6 +503,11 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
     return KILN_OK;
   }
 
+  if (nthreads > 1) {
+    int done;
+    KILN_RETURN_IF_ERROR(kpar_run(pr, nthreads, avx2, &done));
+    if (done) return KILN_OK;
+  }
   /* Blocking: balanced KC slices and NC panels; one pool job per (panel, slice). */
   const int64_t kc_max = ceil_div(pr->k, ceil_div(pr->k, KC));
   const int64_t nc_max = round_up(ceil_div(pr->n, ceil_div(pr->n, NC)), NR), nslv_max = nc_max / NR;

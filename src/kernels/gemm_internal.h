@@ -137,5 +137,9 @@ void kiln_gemm_set_adirect(int on);
 /* 1 (default): on AVX-512, pairs of B slivers run through kiln_sgemm_ukr2_avx512; 0: one
  * sliver per call (other rounding, same accuracy). For tests and benchmarks, not thread-safe. */
 void kiln_gemm_set_pair(int on);
+/* K-parallel mode for short deep products (gemm.c): 0 automatic (default), 1 whenever the
+ * problem is eligible (more than one KC slice, one column panel, partials within 8 MB), 2 never.
+ * Tests and benchmarks; not thread-safe against running GEMMs. */
+void kiln_gemm_set_kpar(int mode);
 
 #endif /* KILN_KERNELS_GEMM_INTERNAL_H */
