@@ -799,3 +799,26 @@ KT_TEST(avx512_kernels_match_avx2_bits) {
   KT_CHECK(checked > 100);
   KT_CHECK(diff == 0);
 }
+
+/* The AVX2 (de)interleave helpers of the fused-group interpreter on every length up to 40
+ * (full 8-lane steps, the masked last step), sources exactly as long as read. */
+KT_TEST(avx2_gather2_scatter2_lengths) {
+  if (!kiln_cpu_has_avx2()) return;
+  int bad = 0;
+  for (int64_t n = 0; n <= 40; n++) {
+    float* src = malloc(sizeof(float) * (size_t)(2 * n + 1));
+    float* dst = malloc(sizeof(float) * (size_t)(n + 1));
+    for (int64_t i = 0; i < 2 * n; i++) src[i] = (float)i + 0.5f;
+    memset(dst, 0, sizeof(float) * (size_t)(n + 1));
+    dst[n] = -7.0f;
+    kiln_avx2_gather2_32(src, dst, n);
+    for (int64_t i = 0; i < n; i++) bad += dst[i] != src[2 * i];
+    bad += dst[n] != -7.0f; /* nothing past n written */
+    for (int64_t i = 0; i < n; i++) dst[i] = -(float)i;
+    kiln_avx2_scatter2_32(dst, src, n);
+    for (int64_t i = 0; i < n; i++) bad += src[2 * i] != dst[i] || src[2 * i + 1] != (float)(2 * i + 1) + 0.5f;
+    free(src);
+    free(dst);
+  }
+  KT_CHECK(bad == 0);
+}

@@ -406,7 +406,17 @@ void kiln_avx2_gather2_32(const void* src_, void* dst_, int64_t n) {
     const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)); /* l0 l2 h0 h2 | l4 l6 h4 h6 */
     _mm256_storeu_ps(dst + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
   }
-  for (; i < n; i++) memcpy(dst + i, src + 2 * i, 4);
+  if (i < n) { /* the last 1..8: masked reads up to src[2*(n-1)] (short rows are common: RoPE's
+                * 16 pairs of a head) */
+    const int64_t last = 2 * (n - i) - 1; /* source lanes needed from src + 2*i */
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mlo = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(last < 8 ? last : 8)), lane);
+    const __m256i mhi = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(last > 8 ? last - 8 : 0)), lane);
+    const __m256 lo = _mm256_maskload_ps(src + 2 * i, mlo), hi = _mm256_maskload_ps(src + 2 * i + 8, mhi);
+    const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256i mout = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), lane);
+    _mm256_maskstore_ps(dst + i, mout, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+  }
 }
 
 void kiln_avx2_scatter2_32(const void* src_, void* dst_, int64_t n) {
