@@ -546,3 +546,25 @@ def test_symbolic_shapes_specialize_per_shape(mode):
     assert len(compiled_programs) == n_prog + len(progs), [p.name for p in compiled_programs[n_prog:]]
     shapes = {tuple(i.shape) for p in progs for i in p.inputs}
     assert {(4, 16), (7, 16), (9, 16)} <= shapes, shapes
+
+
+def test_program_call_checks_inputs():
+    """A KilnProgram called directly: wrong shapes, dtypes or input counts raise clearly; a
+    non-contiguous input is copied (the program reads dense buffers) and gives the same result."""
+    torch._dynamo.reset()
+    n_prog = len(compiled_programs)
+    f = torch.compile(lambda a, b: torch.relu(a @ b + 1), backend="kiln", dynamic=False)
+    a, b = torch.randn(8, 16).to(KILN), torch.randn(16, 4).to(KILN)
+    want = torch.relu(a.cpu() @ b.cpu() + 1)
+    torch.testing.assert_close(f(a, b).cpu(), want)
+    prog = compiled_programs[n_prog]
+    torch.testing.assert_close(prog(a, b)[0].cpu(), want)
+    bt = torch.randn(4, 16).to(KILN).t()  # [16, 4], not contiguous
+    assert not bt.is_contiguous()
+    torch.testing.assert_close(prog(a, bt)[0].cpu(), torch.relu(a.cpu() @ bt.cpu() + 1))
+    with pytest.raises(RuntimeError, match=r"input 1 is \(16, 5\).*compiled for \(16, 4\)"):
+        prog(a, torch.randn(16, 5).to(KILN))
+    with pytest.raises(RuntimeError, match="compiled for"):
+        prog(a, b.double())
+    with pytest.raises(RuntimeError, match="1 inputs given, compiled for 2"):
+        prog(a)

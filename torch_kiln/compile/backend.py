@@ -133,38 +133,59 @@ class KilnProgram:
     def dump(self, stage=4):
         return _capi.text(lib.kiln_exec_dump, self.exec, stage)
 
-    def __call__(self, *args):
-        keep = []
-        for i, (a, m) in enumerate(zip(args, self.inputs)):
-            if a.shape != m.shape or a.dtype != m.dtype:
-                raise RuntimeError(f"kiln program {self.name}: input {i} is {tuple(a.shape)} {a.dtype}, "
-                                   f"compiled for {tuple(m.shape)} {m.dtype}")
-            if not a.is_contiguous():
-                a = a.contiguous()
-            keep.append(a)
-            self._in_arr[i] = a.data_ptr()
-        results, k = [], 0
+    def _specs(self):
+        """Per-call metadata, read from the example tensors once (attribute access on fake tensors
+        is slow, and this runs on every call)."""
+        ins = [(torch.Size(m.shape), m.dtype) for m in self.inputs]
+        outs = []
         for o in self.outputs:
             if o[0] == "value":
-                m = o[2]
-                t = torch.empty(m.shape, dtype=m.dtype, device=m.device)
-                self._out_arr[k] = t.data_ptr()
+                outs.append(("value", torch.Size(o[2].shape), o[2].dtype, o[2].device))
+            elif o[0] == "zeros":
+                outs.append(("zeros", torch.Size(o[1].shape), o[1].dtype, self.workspace_device))
+            else:
+                outs.append(o)
+        self._in_specs, self._out_specs = ins, outs
+        return ins, outs
+
+    def __call__(self, *args):
+        specs = getattr(self, "_in_specs", None)
+        ins, outs = (specs, self._out_specs) if specs is not None else self._specs()
+        if len(args) != len(ins):
+            raise RuntimeError(f"kiln program {self.name}: {len(args)} inputs given, compiled for {len(ins)}")
+        in_arr, keep = self._in_arr, None
+        for i, a in enumerate(args):
+            shape, dtype = ins[i]
+            if a.shape != shape or a.dtype != dtype:
+                raise RuntimeError(f"kiln program {self.name}: input {i} is {tuple(a.shape)} {a.dtype}, "
+                                   f"compiled for {tuple(shape)} {dtype}")
+            if not a.is_contiguous():
+                a = a.contiguous()
+                keep = keep or []
+                keep.append(a)  # alive until the run returns
+            in_arr[i] = a.data_ptr()
+        results, k, out_arr, empty = [], 0, self._out_arr, torch.empty
+        for o in outs:
+            kind = o[0]
+            if kind == "value":
+                t = empty(o[1], dtype=o[2], device=o[3])
+                out_arr[k] = t.data_ptr()
                 k += 1
                 results.append(t)
-            elif o[0] == "alias":
+            elif kind == "alias":
                 results.append(replay_views(args[o[1]], o[2]))
-            elif o[0] == "zeros":
-                results.append(torch.zeros(o[1].shape, dtype=o[1].dtype, device=self.workspace_device))
+            elif kind == "zeros":
+                results.append(torch.zeros(o[1], dtype=o[2], device=o[3]))
             else:
                 results.append(o[1])
         if self.n_out:
             ws, ws_ptr = None, None
             if self.workspace_bytes:
-                ws = torch.empty(self.workspace_bytes + 64, dtype=torch.uint8, device=self.workspace_device)
+                ws = empty(self.workspace_bytes + 64, dtype=torch.uint8, device=self.workspace_device)
                 ws_ptr = (ws.data_ptr() + 63) & ~63  # allocators align to 64 already; be sure
-            check(lib.kiln_exec_run_workspace(self.exec, len(self.inputs), self._in_arr, self.n_out, self._out_arr,
+            check(lib.kiln_exec_run_workspace(self.exec, len(ins), in_arr, self.n_out, out_arr,
                                               ws_ptr, self.workspace_bytes), self.name)
-            del ws
+            del ws, keep
         return results
 
 
