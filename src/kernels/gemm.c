@@ -258,21 +258,40 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t i0, int64_t mb, int64
   epi_flush(pr, &run, i0, mb);
 }
 
+/* The micro-kernels for pr (g->split_n already set): the packed kernel, the AVX-512 pair kernel
+ * and, for narrow products on AVX2, reading a row-major f32 A in place (with few B slivers per A
+ * block, packing A costs a noticeable share of the multiply; with AVX-512 packing stays faster). */
+static void select_kernels(gemm_ctx_t* g, const kiln_sgemm_problem_t* pr, int avx2) {
+  g->ukr = avx2 && use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
+  g->ukr2 = avx2 && use_avx512() && !g_no_pair ? kiln_sgemm_ukr2_avx512 : NULL;
+  g->avx2 = avx2;
+  g->dukr = avx2 && !use_avx512() && !g_no_adirect && !g->split_n && pr->n <= ADIRECT_MAX_N &&
+                    pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 && pr->a.rs >= 1
+                ? kiln_sgemm_ukr_adirect_avx2
+                : NULL;
+}
+
+/* Thread tid's block of `floats` in the per-thread array at base (nthreads blocks); an id beyond
+ * the pool it was sized for (nested in a foreign job) gets a private block in *own. NULL (and
+ * *failed set) when that cannot be had. */
+static float* thread_block(float* base, int64_t floats, int nthreads, int tid, gemm_scratch_t** own,
+                           atomic_int* failed) {
+  *own = NULL;
+  if (tid >= 0 && tid < nthreads) return base + (int64_t)tid * floats;
+  *own = kiln_gemm_scratch_acquire(sizeof(float) * (size_t)floats);
+  if (*own == NULL) {
+    atomic_store(failed, 1);
+    return NULL;
+  }
+  return (*own)->buf;
+}
+
 static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
   gemm_ctx_t* g = ctx;
   const kiln_sgemm_problem_t* pr = g->pr;
-  float* ap = NULL;
-  gemm_scratch_t* own = NULL;
-  if (tid >= 0 && tid < g->nthreads) {
-    ap = g->apack + (int64_t)tid * g->a_stride;
-  } else { /* an id beyond the pool we sized for (nested in a foreign job): a private block */
-    own = kiln_gemm_scratch_acquire(sizeof(float) * (size_t)g->a_stride);
-    if (own == NULL) {
-      atomic_store(&g->failed, 1);
-      return;
-    }
-    ap = own->buf;
-  }
+  gemm_scratch_t* own;
+  float* ap = thread_block(g->apack, g->a_stride, g->nthreads, tid, &own, &g->failed);
+  if (ap == NULL) return;
   for (int64_t u = begin; u < end; u++) {
     if (!g->split_n) { /* a row block; the first T units start their sweeps T groups apart */
       const int64_t r0 = u * g->mslv / g->nunits * MR, r1 = min64((u + 1) * g->mslv / g->nunits * MR, pr->m);
@@ -316,18 +335,9 @@ typedef struct kpar_ctx {
 static void kpar_slices(void* ctx, int64_t begin, int64_t end, int tid) {
   kpar_ctx_t* k = ctx;
   const kiln_sgemm_problem_t* pr = k->pr;
-  gemm_scratch_t* own = NULL;
-  float* area;
-  if (tid >= 0 && tid < k->base.nthreads) {
-    area = k->area + (int64_t)tid * k->per_thread;
-  } else {
-    own = kiln_gemm_scratch_acquire(sizeof(float) * (size_t)k->per_thread);
-    if (own == NULL) {
-      atomic_store(&k->failed, 1);
-      return;
-    }
-    area = own->buf;
-  }
+  gemm_scratch_t* own;
+  float* area = thread_block(k->area, k->per_thread, k->base.nthreads, tid, &own, &k->failed);
+  if (area == NULL) return;
   for (int64_t u = begin; u < end; u++) {
     kiln_sgemm_problem_t pu = *pr;
     pu.ep = NULL; /* after the reduction */
@@ -379,13 +389,8 @@ static kiln_status_t kpar_run(const kiln_sgemm_problem_t* pr, int64_t T, int avx
   k.pr = pr;
   k.kc_max = kc_max;
   k.nslices = nslices;
-  gemm_ctx_t* g = &k.base;
-  g->ukr = avx2 && use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
-  if (avx2 && use_avx512() && !g_no_pair) g->ukr2 = kiln_sgemm_ukr2_avx512;
-  g->avx2 = avx2;
-  if (avx2 && !use_avx512() && !g_no_adirect && pr->n <= ADIRECT_MAX_N &&
-      pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 && pr->a.rs >= 1)
-    g->dukr = kiln_sgemm_ukr_adirect_avx2;
+  gemm_ctx_t* g = &k.base; /* split_n 0: every unit sweeps the whole panel */
+  select_kernels(g, pr, avx2);
   g->nthreads = (int)T;
   g->jc = 0;
   g->nc = pr->n;
@@ -393,7 +398,6 @@ static kiln_status_t kpar_run(const kiln_sgemm_problem_t* pr, int64_t T, int avx
   g->grp = B_GROUP;
   g->ngrp = ceil_div(g->nslv, g->grp);
   g->a_stride = round_up(min64(round_up(pr->m, MR), MC) * kc_max, 16);
-  g->mslv = mslv;
   k.per_thread = round_up(kc_max * nc + g->a_stride + round_up(g->ngrp, 16), 16);
   const int64_t partial = (nslices - 1) * pr->m * pr->n;
   const size_t bytes = sizeof(float) * (size_t)(k.per_thread * T + partial);
@@ -403,7 +407,6 @@ static kiln_status_t kpar_run(const kiln_sgemm_problem_t* pr, int64_t T, int avx
   k.area = scratch->buf;
   k.partials = scratch->buf + k.per_thread * T;
   atomic_init(&k.failed, 0);
-  atomic_init(&g->failed, 0);
   kiln_parallel_for(nslices, 1, kpar_slices, &k);
   if (!atomic_load(&k.failed))
     kiln_parallel_for(pr->m, ceil_div(pr->m, 4 * T), kpar_reduce, &k);
@@ -535,14 +538,7 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of packing scratch", bytes);
 
   g.pr = pr;
-  g.ukr = avx2 && use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
-  if (avx2 && use_avx512() && !g_no_pair) g.ukr2 = kiln_sgemm_ukr2_avx512;
-  g.avx2 = avx2;
-  /* Narrow products on AVX2 read a row-major f32 A in place: with few B slivers per A block,
-   * packing A costs a noticeable share of the multiply. (With AVX-512 packing stays faster.) */
-  if (avx2 && !use_avx512() && !g_no_adirect && !g.split_n && pr->n <= ADIRECT_MAX_N &&
-      pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 && pr->a.rs >= 1)
-    g.dukr = kiln_sgemm_ukr_adirect_avx2;
+  select_kernels(&g, pr, avx2);
   g.nthreads = nthreads;
   g.bpack = scratch->buf;
   g.apack = scratch->buf + kc_max * nc_max;

@@ -39,6 +39,26 @@ static double act_ref(double x, int act) {
   }
 }
 
+/* A problem for kiln_sgemm_run on row-major (or, with ta / tb, transposed) dense operands. */
+static kiln_sgemm_problem_t problem(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                    const float* a, const float* b, float beta, float* c,
+                                    int64_t ldc, const kiln_gemm_epilogue_t* ep, int serial) {
+  kiln_sgemm_problem_t pr;
+  memset(&pr, 0, sizeof pr);
+  pr.m = m;
+  pr.n = n;
+  pr.k = k;
+  pr.alpha = alpha;
+  pr.beta = beta;
+  pr.a = ta ? (kiln_gemm_src_t){a, 1, m, KILN_DTYPE_F32} : (kiln_gemm_src_t){a, k, 1, KILN_DTYPE_F32};
+  pr.b = tb ? (kiln_gemm_src_t){b, 1, k, KILN_DTYPE_F32} : (kiln_gemm_src_t){b, n, 1, KILN_DTYPE_F32};
+  pr.c = c;
+  pr.ldc = ldc;
+  pr.ep = ep;
+  pr.serial = serial;
+  return pr;
+}
+
 /* Runs kiln_sgemm_ex on random data and checks every element; returns the number of bad ones. */
 static int check_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta,
                        int64_t pad, const kiln_gemm_epilogue_t* ep_in, int nan_c) {
@@ -228,21 +248,7 @@ KT_TEST(sgemm_avx512_pairs_do_not_depend_on_threads) {
       c[d] = malloc(sizeof(float) * (size_t)(m * n));
       memcpy(c[d], c0, sizeof(float) * (size_t)(m * n));
       kiln_gemm_set_pair(d != 2);
-      kiln_sgemm_problem_t pr;
-      memset(&pr, 0, sizeof pr);
-      pr.m = m;
-      pr.n = n;
-      pr.k = k;
-      pr.alpha = 1.0f;
-      pr.beta = beta;
-      pr.c = c[d];
-      pr.ldc = n;
-      pr.ep = s & 1 ? &ep : NULL;
-      pr.serial = d == 1;
-      if (ta) pr.a = (kiln_gemm_src_t){a, 1, m, KILN_DTYPE_F32};
-      else pr.a = (kiln_gemm_src_t){a, k, 1, KILN_DTYPE_F32};
-      if (tb) pr.b = (kiln_gemm_src_t){b, 1, k, KILN_DTYPE_F32};
-      else pr.b = (kiln_gemm_src_t){b, n, 1, KILN_DTYPE_F32};
+      kiln_sgemm_problem_t pr = problem(ta, tb, m, n, k, 1.0f, a, b, beta, c[d], n, s & 1 ? &ep : NULL, d == 1);
       KT_OK(kiln_gemm_resolve_act(&pr));
       KT_OK(kiln_sgemm_run(&pr)); /* d = 0 pool, 1 serial, 2 pool without pairs */
     }
@@ -411,19 +417,7 @@ KT_TEST(sgemm_kparallel_matches_serial) {
       for (int d = 0; d < 3; d++) { /* 0 serial, 1 K-parallel, 2 slice by slice */
         c[d] = malloc(sizeof(float) * (size_t)(m * ldc));
         memcpy(c[d], c0, sizeof(float) * (size_t)(m * ldc));
-        kiln_sgemm_problem_t pr;
-        memset(&pr, 0, sizeof pr);
-        pr.m = m;
-        pr.n = n;
-        pr.k = k;
-        pr.alpha = 0.75f;
-        pr.beta = beta;
-        pr.a = ta ? (kiln_gemm_src_t){a, 1, m, KILN_DTYPE_F32} : (kiln_gemm_src_t){a, k, 1, KILN_DTYPE_F32};
-        pr.b = tb ? (kiln_gemm_src_t){b, 1, k, KILN_DTYPE_F32} : (kiln_gemm_src_t){b, n, 1, KILN_DTYPE_F32};
-        pr.c = c[d];
-        pr.ldc = ldc;
-        pr.ep = ep;
-        pr.serial = d == 0;
+        kiln_sgemm_problem_t pr = problem(ta, tb, m, n, k, 0.75f, a, b, beta, c[d], ldc, ep, d == 0);
         KT_OK(kiln_gemm_resolve_act(&pr));
         kiln_gemm_set_kpar(d == 1 ? 1 : 2);
         KT_OK(kiln_sgemm_run(&pr));
