@@ -14,11 +14,17 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kiln/parallel.h"
 
-#define KILN_POOL_SPIN 2000
+#define KILN_POOL_SPIN 2000 /* owner's spin on `active` at a job's end (iterations) */
+/* How long an idle worker spins before it sleeps on the condvar, in microseconds
+ * (KILN_POOL_SPIN_US overrides; 0 sleeps at once). Waking a sleeping worker costs tens of
+ * microseconds on a VM (the vCPU is halted), which the first parallel op of every call paid when
+ * the gap between calls (Python, dynamo) outlasted the spin; OpenMP runtimes spin similarly. */
+#define KILN_POOL_SPIN_US_DEFAULT 2000
 #define KILN_POOL_MAX_THREADS 1024
 
 typedef struct kiln_pool_worker {
@@ -42,6 +48,7 @@ struct kiln_threadpool {
 
   int size;
   int num_started;
+  int64_t spin_us; /* a worker's spin before it sleeps */
   kiln_pool_worker_t* workers;
   pthread_mutex_t mu;
   pthread_cond_t wake_cv; /* workers sleep here between jobs */
@@ -57,6 +64,23 @@ static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* KILN_POOL_SPIN_US (microseconds, 0 to 10 s), else the default. */
+static int64_t spin_us_setting(void) {
+  const char* env = getenv("KILN_POOL_SPIN_US");
+  if (env != NULL && *env != '\0') {
+    char* end = NULL;
+    long long v = strtoll(env, &end, 10);
+    if (*end == '\0' && v >= 0 && v <= 10000000) return (int64_t)v;
+  }
+  return KILN_POOL_SPIN_US_DEFAULT;
 }
 
 static void run_chunks(kiln_threadpool_t* pool, int thread_id) {
@@ -80,10 +104,17 @@ static int job_ready(unsigned state, unsigned seen) { return (state & 1u) && sta
 
 /* Waits until a job other than `seen` is open or the pool stops; returns the state seen. */
 static unsigned wait_for_job(kiln_threadpool_t* pool, unsigned seen) {
-  for (int i = 0; i < KILN_POOL_SPIN; i++) {
+  const int64_t spin_ns = pool->spin_us * 1000;
+  int64_t deadline = -1; /* read the clock only once the first 256 checks found nothing */
+  for (unsigned i = 1;; i++) {
     unsigned s = atomic_load_explicit(&pool->state, memory_order_acquire);
     if (job_ready(s, seen) || atomic_load_explicit(&pool->stop, memory_order_relaxed)) return s;
     cpu_relax();
+    if ((i & 255u) == 0) {
+      const int64_t now = now_ns();
+      if (deadline < 0) deadline = now + spin_ns;
+      if (now >= deadline) break;
+    }
   }
   pthread_mutex_lock(&pool->mu);
   unsigned s;
@@ -143,6 +174,7 @@ kiln_status_t kiln_threadpool_create(int num_threads, const kiln_allocator_t* ho
   pool->n = pool->chunk = 0;
   pool->size = num_threads;
   pool->num_started = 0;
+  pool->spin_us = spin_us_setting();
   pool->workers = workers;
   pool->allocator = a;
   pthread_mutex_init(&pool->mu, NULL);
