@@ -1,8 +1,9 @@
 /* threadpool.c - the persistent thread pool behind kiln/parallel.h.
  *
- * Workers are started once and wait for jobs: a short spin on `state`, then a condvar. A job is
- * published by storing a new odd `state` ((generation << 1) | open); every thread then claims
- * chunk indices from the `next_chunk` counter until the range is exhausted. The owner takes part
+ * Workers are started once and wait for jobs: a bounded spin on `state` (KILN_POOL_SPIN_US),
+ * then a condvar. A job is published by storing a new odd `state` ((generation << 1) | open);
+ * every thread then claims chunk indices from the `next_chunk` counter until the range is
+ * exhausted. The owner takes part
  * as thread 0, then closes the job (clears the open bit) and waits until `active`, the number of
  * workers inside the job, drops to zero: that is the completion point, and it also guarantees no
  * worker still reads the job fields when the next job overwrites them. A worker enters a job by
@@ -19,11 +20,11 @@
 
 #include "kiln/parallel.h"
 
-#define KILN_POOL_SPIN 2000 /* owner's spin on `active` at a job's end (iterations) */
-/* How long an idle worker spins before it sleeps on the condvar, in microseconds
- * (KILN_POOL_SPIN_US overrides; 0 sleeps at once). Waking a sleeping worker costs tens of
- * microseconds on a VM (the vCPU is halted), which the first parallel op of every call paid when
- * the gap between calls (Python, dynamo) outlasted the spin; OpenMP runtimes spin similarly. */
+/* How long an idle worker, or an owner waiting for its workers to leave a job, spins before it
+ * sleeps on a condvar, in microseconds (KILN_POOL_SPIN_US overrides; 0 leaves only the 256 pauses
+ * before the first clock read). Waking a sleeping thread costs tens of microseconds on a VM (the
+ * vCPU is halted), which the first parallel op of every call paid when the gap between calls
+ * (Python, dynamo) outlasted the spin; OpenMP runtimes spin similarly. */
 #define KILN_POOL_SPIN_US_DEFAULT 2000
 #define KILN_POOL_MAX_THREADS 1024
 
@@ -83,6 +84,21 @@ static int64_t spin_us_setting(void) {
   return KILN_POOL_SPIN_US_DEFAULT;
 }
 
+/* A bounded spin: spin_more() pauses once and says whether the budget (spin_ns from the first
+ * clock read, which comes after 256 pauses, so short waits never read the clock) is left. */
+typedef struct spinner {
+  int64_t spin_ns, deadline;
+  unsigned i;
+} spinner_t;
+
+static int spin_more(spinner_t* sp) {
+  cpu_relax();
+  if ((++sp->i & 255u) != 0) return 1;
+  const int64_t now = now_ns();
+  if (sp->deadline < 0) sp->deadline = now + sp->spin_ns;
+  return now < sp->deadline;
+}
+
 static void run_chunks(kiln_threadpool_t* pool, int thread_id) {
   kiln_threadpool_t* saved_pool = tls_pool;
   int saved_id = tls_thread_id;
@@ -104,18 +120,11 @@ static int job_ready(unsigned state, unsigned seen) { return (state & 1u) && sta
 
 /* Waits until a job other than `seen` is open or the pool stops; returns the state seen. */
 static unsigned wait_for_job(kiln_threadpool_t* pool, unsigned seen) {
-  const int64_t spin_ns = pool->spin_us * 1000;
-  int64_t deadline = -1; /* read the clock only once the first 256 checks found nothing */
-  for (unsigned i = 1;; i++) {
+  spinner_t sp = {pool->spin_us * 1000, -1, 0};
+  do {
     unsigned s = atomic_load_explicit(&pool->state, memory_order_acquire);
     if (job_ready(s, seen) || atomic_load_explicit(&pool->stop, memory_order_relaxed)) return s;
-    cpu_relax();
-    if ((i & 255u) == 0) {
-      const int64_t now = now_ns();
-      if (deadline < 0) deadline = now + spin_ns;
-      if (now >= deadline) break;
-    }
-  }
+  } while (spin_more(&sp));
   pthread_mutex_lock(&pool->mu);
   unsigned s;
   while (!job_ready(s = atomic_load(&pool->state), seen) && !atomic_load(&pool->stop))
@@ -248,10 +257,9 @@ void kiln_threadpool_parallel_for(kiln_threadpool_t* pool, int64_t n, int64_t gr
   run_chunks(pool, 0);
 
   atomic_store(&pool->state, open & ~1u);
-  int idle = 0;
-  for (int i = 0; i < KILN_POOL_SPIN && !idle; i++) {
-    idle = atomic_load(&pool->active) == 0;
-    if (!idle) cpu_relax();
+  spinner_t sp = {pool->spin_us * 1000, -1, 0};
+  int idle;
+  while (!(idle = atomic_load(&pool->active) == 0) && spin_more(&sp)) {
   }
   if (!idle) {
     pthread_mutex_lock(&pool->mu);
