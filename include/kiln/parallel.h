@@ -25,7 +25,8 @@ typedef void (*kiln_range_fn_t)(void* ctx, int64_t begin, int64_t end, int threa
 
 /* Creates a pool of `num_threads` total threads (the caller counts as one, so num_threads-1
  * workers start). num_threads <= 0 means the number of online CPUs. Errors: OUT_OF_MEMORY,
- * INTERNAL (thread creation failed). The pool is owned by the caller. */
+ * INTERNAL (thread creation failed). The pool is owned by the caller. Idle workers spin for
+ * KILN_POOL_SPIN_US microseconds (read at creation, default 2000) before they sleep. */
 kiln_status_t kiln_threadpool_create(int num_threads, const kiln_allocator_t* host_allocator,
                                      kiln_threadpool_t** out_pool);
 /* Stops and joins the workers, frees the pool. NULL is a no-op. */

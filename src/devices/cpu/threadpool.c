@@ -3,9 +3,9 @@
  * Workers are started once and wait for jobs: a bounded spin on `state` (KILN_POOL_SPIN_US),
  * then a condvar. A job is published by storing a new odd `state` ((generation << 1) | open);
  * every thread then claims chunk indices from the `next_chunk` counter until the range is
- * exhausted. The owner takes part
- * as thread 0, then closes the job (clears the open bit) and waits until `active`, the number of
- * workers inside the job, drops to zero: that is the completion point, and it also guarantees no
+ * exhausted. The owner takes part as thread 0, then closes the job (clears the open bit) and
+ * waits (the same bounded spin, then a condvar) until `active`, the number of workers inside the
+ * job, drops to zero: that is the completion point, and it also guarantees no
  * worker still reads the job fields when the next job overwrites them. A worker enters a job by
  * incrementing `active` and re-checking `state` (both seq_cst), so it either sees the job still
  * open, or the owner sees it active.
@@ -49,7 +49,7 @@ struct kiln_threadpool {
 
   int size;
   int num_started;
-  int64_t spin_us; /* a worker's spin before it sleeps */
+  int64_t spin_us; /* how long a waiting thread spins before its condvar */
   kiln_pool_worker_t* workers;
   pthread_mutex_t mu;
   pthread_cond_t wake_cv; /* workers sleep here between jobs */
