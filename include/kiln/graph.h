@@ -228,6 +228,51 @@ kiln_status_t kiln_graph_sdpa_backward(kiln_graph_t* g, int grad_out, int q, int
                                        int out, int logsumexp, int mask, int is_causal,
                                        double scale, int* grad_q, int* grad_k, int* grad_v);
 
+/* ==== CNN ops (kiln/kernels/conv.h semantics) ============================================== */
+/* Spatial parameters are int64_t[2] arrays in (H, W) order; for a 3-D (1-D conv) x only [0] is
+ * read. Shapes are checked with the kernels' own rules (kiln_conv2d_output_shape,
+ * kiln_pool2d_output_shape); errors are INVALID_ARGUMENT with a message naming the shapes. */
+
+/* aten.convolution, not transposed: x [N, C, H, W] (or [N, C, L]), w [O, C/groups, kH, kW],
+ * bias [O] or -1 -> [N, O, oH, oW]. One floating dtype for all. */
+kiln_status_t kiln_graph_conv2d(kiln_graph_t* g, int x, int w, int bias, const int64_t* stride,
+                                const int64_t* padding, const int64_t* dilation, int64_t groups,
+                                int* out_vid);
+/* aten.convolution_backward for kiln_graph_conv2d's parameters: *grad_x (x's shape), *grad_w
+ * (w's shape), *grad_b ([O]); a NULL pointer skips that gradient (at least one requested). */
+kiln_status_t kiln_graph_conv2d_backward(kiln_graph_t* g, int grad_out, int x, int w,
+                                         const int64_t* stride, const int64_t* padding,
+                                         const int64_t* dilation, int64_t groups, int* grad_x,
+                                         int* grad_w, int* grad_b);
+/* aten.max_pool2d_with_indices on [N, C, H, W] or [C, H, W]: *out and *indices (i64, flat
+ * h*W + w in the plane; the pointer may be NULL). stride NULL = kernel, dilation NULL = 1. */
+kiln_status_t kiln_graph_max_pool2d(kiln_graph_t* g, int x, const int64_t* kernel,
+                                    const int64_t* stride, const int64_t* padding,
+                                    const int64_t* dilation, int ceil_mode, int* out,
+                                    int* indices);
+/* aten.max_pool2d_with_indices_backward: grad_x [.., in_h, in_w] gets grad_out scattered to the
+ * positions in `indices` (grad_out's shape, i64). An index outside the plane is OUT_OF_RANGE at
+ * run time. */
+kiln_status_t kiln_graph_max_pool2d_backward(kiln_graph_t* g, int grad_out, int indices,
+                                             int64_t in_h, int64_t in_w, int* out_vid);
+/* aten.avg_pool2d (stride NULL = kernel; divisor_override 0 = none). */
+kiln_status_t kiln_graph_avg_pool2d(kiln_graph_t* g, int x, const int64_t* kernel,
+                                    const int64_t* stride, const int64_t* padding, int ceil_mode,
+                                    int count_include_pad, int64_t divisor_override, int* out_vid);
+/* aten.avg_pool2d_backward for an input of spatial size (in_h, in_w): grad_out must have the
+ * pooled shape. */
+kiln_status_t kiln_graph_avg_pool2d_backward(kiln_graph_t* g, int grad_out, int64_t in_h,
+                                             int64_t in_w, const int64_t* kernel,
+                                             const int64_t* stride, const int64_t* padding,
+                                             int ceil_mode, int count_include_pad,
+                                             int64_t divisor_override, int* out_vid);
+/* aten._adaptive_avg_pool2d to (out_h, out_w), both >= 1. */
+kiln_status_t kiln_graph_adaptive_avg_pool2d(kiln_graph_t* g, int x, int64_t out_h,
+                                             int64_t out_w, int* out_vid);
+/* aten._adaptive_avg_pool2d_backward for an input of spatial size (in_h, in_w). */
+kiln_status_t kiln_graph_adaptive_avg_pool2d_backward(kiln_graph_t* g, int grad_out,
+                                                      int64_t in_h, int64_t in_w, int* out_vid);
+
 /* ==== outputs and queries =================================================================== */
 
 /* Appends `vid` to the graph's outputs (output k = k-th call; a value may be output twice).

@@ -627,3 +627,135 @@ kiln_status_t kiln_graph_sdpa_backward(kiln_graph_t* g, int grad_out, int q, int
   if (!s.i[1]) return BADARG("kiln_graph_sdpa_backward: no gradient requested");
   return addn(g, &s, grad_q, grad_k, grad_v, "kiln_graph_sdpa_backward");
 }
+
+/* ---- CNN ops ------------------------------------------------------------------------------- */
+
+static kiln_status_t put_pairs(gx_spec* s, int at, const int64_t* a, int64_t dflt0, int64_t dflt1,
+                               const char* what, const char* name) {
+  if (!a && dflt0 < 0) return BADARG("%s: NULL %s", what, name);
+  s->i[at] = a ? a[0] : dflt0;
+  s->i[at + 1] = a ? a[1] : dflt1;
+  return KILN_OK;
+}
+
+static kiln_status_t put_conv(gx_spec* s, const int64_t* stride, const int64_t* padding,
+                              const int64_t* dilation, int64_t groups, const char* what) {
+  KILN_RETURN_IF_ERROR(put_pairs(s, 0, stride, -1, -1, what, "stride"));
+  KILN_RETURN_IF_ERROR(put_pairs(s, 2, padding, -1, -1, what, "padding"));
+  KILN_RETURN_IF_ERROR(put_pairs(s, 4, dilation, -1, -1, what, "dilation"));
+  s->i[6] = groups;
+  return KILN_OK;
+}
+
+kiln_status_t kiln_graph_conv2d(kiln_graph_t* g, int x, int w, int bias, const int64_t* stride,
+                                const int64_t* padding, const int64_t* dilation, int64_t groups,
+                                int* out_vid) {
+  static const char* what = "kiln_graph_conv2d";
+  int in[3] = {x, w, bias};
+  gx_spec s = spec(GX_OP_CONV, 3, in);
+  KILN_RETURN_IF_ERROR(put_conv(&s, stride, padding, dilation, groups, what));
+  s.n_i = 7;
+  return add1(g, &s, out_vid, what);
+}
+
+kiln_status_t kiln_graph_conv2d_backward(kiln_graph_t* g, int grad_out, int x, int w,
+                                         const int64_t* stride, const int64_t* padding,
+                                         const int64_t* dilation, int64_t groups, int* grad_x,
+                                         int* grad_w, int* grad_b) {
+  static const char* what = "kiln_graph_conv2d_backward";
+  int in[3] = {grad_out, x, w};
+  gx_spec s = spec(GX_OP_CONV_BW, 3, in);
+  KILN_RETURN_IF_ERROR(put_conv(&s, stride, padding, dilation, groups, what));
+  s.i[7] = (grad_x ? 1 : 0) | (grad_w ? 2 : 0) | (grad_b ? 4 : 0);
+  s.n_i = 8;
+  if (!s.i[7]) return BADARG("%s: no gradient requested", what);
+  return addn(g, &s, grad_x, grad_w, grad_b, what);
+}
+
+kiln_status_t kiln_graph_max_pool2d(kiln_graph_t* g, int x, const int64_t* kernel,
+                                    const int64_t* stride, const int64_t* padding,
+                                    const int64_t* dilation, int ceil_mode, int* out,
+                                    int* indices) {
+  static const char* what = "kiln_graph_max_pool2d";
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_MAX_POOL, 1, in);
+  KILN_RETURN_IF_ERROR(put_pairs(&s, 0, kernel, -1, -1, what, "kernel"));
+  KILN_RETURN_IF_ERROR(put_pairs(&s, 2, stride, s.i[0], s.i[1], what, "stride"));
+  KILN_RETURN_IF_ERROR(put_pairs(&s, 4, padding, -1, -1, what, "padding"));
+  KILN_RETURN_IF_ERROR(put_pairs(&s, 6, dilation, 1, 1, what, "dilation"));
+  s.i[8] = ceil_mode != 0;
+  s.n_i = 9;
+  if (!out) return BADARG("%s: NULL out", what);
+  return addn(g, &s, out, indices, NULL, what);
+}
+
+kiln_status_t kiln_graph_max_pool2d_backward(kiln_graph_t* g, int grad_out, int indices,
+                                             int64_t in_h, int64_t in_w, int* out_vid) {
+  int in[2] = {grad_out, indices};
+  gx_spec s = spec(GX_OP_MAX_POOL_BW, 2, in);
+  s.i[0] = in_h;
+  s.i[1] = in_w;
+  s.n_i = 2;
+  return add1(g, &s, out_vid, "kiln_graph_max_pool2d_backward");
+}
+
+static kiln_status_t put_avg(gx_spec* s, const int64_t* kernel, const int64_t* stride,
+                             const int64_t* padding, int ceil_mode, int count_include_pad,
+                             int64_t divisor_override, const char* what) {
+  KILN_RETURN_IF_ERROR(put_pairs(s, 0, kernel, -1, -1, what, "kernel"));
+  KILN_RETURN_IF_ERROR(put_pairs(s, 2, stride, s->i[0], s->i[1], what, "stride"));
+  KILN_RETURN_IF_ERROR(put_pairs(s, 4, padding, -1, -1, what, "padding"));
+  s->i[6] = ceil_mode != 0;
+  s->i[7] = count_include_pad != 0;
+  s->i[8] = divisor_override;
+  return KILN_OK;
+}
+
+kiln_status_t kiln_graph_avg_pool2d(kiln_graph_t* g, int x, const int64_t* kernel,
+                                    const int64_t* stride, const int64_t* padding, int ceil_mode,
+                                    int count_include_pad, int64_t divisor_override,
+                                    int* out_vid) {
+  static const char* what = "kiln_graph_avg_pool2d";
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_AVG_POOL, 1, in);
+  KILN_RETURN_IF_ERROR(put_avg(&s, kernel, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override, what));
+  s.n_i = 9;
+  return add1(g, &s, out_vid, what);
+}
+
+kiln_status_t kiln_graph_avg_pool2d_backward(kiln_graph_t* g, int grad_out, int64_t in_h,
+                                             int64_t in_w, const int64_t* kernel,
+                                             const int64_t* stride, const int64_t* padding,
+                                             int ceil_mode, int count_include_pad,
+                                             int64_t divisor_override, int* out_vid) {
+  static const char* what = "kiln_graph_avg_pool2d_backward";
+  int in[1] = {grad_out};
+  gx_spec s = spec(GX_OP_AVG_POOL_BW, 1, in);
+  KILN_RETURN_IF_ERROR(put_avg(&s, kernel, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override, what));
+  s.i[9] = in_h;
+  s.i[10] = in_w;
+  s.n_i = 11;
+  return add1(g, &s, out_vid, what);
+}
+
+kiln_status_t kiln_graph_adaptive_avg_pool2d(kiln_graph_t* g, int x, int64_t out_h,
+                                             int64_t out_w, int* out_vid) {
+  int in[1] = {x};
+  gx_spec s = spec(GX_OP_ADAPTIVE_POOL, 1, in);
+  s.i[0] = out_h;
+  s.i[1] = out_w;
+  s.n_i = 2;
+  return add1(g, &s, out_vid, "kiln_graph_adaptive_avg_pool2d");
+}
+
+kiln_status_t kiln_graph_adaptive_avg_pool2d_backward(kiln_graph_t* g, int grad_out,
+                                                      int64_t in_h, int64_t in_w, int* out_vid) {
+  int in[1] = {grad_out};
+  gx_spec s = spec(GX_OP_ADAPTIVE_POOL_BW, 1, in);
+  s.i[0] = in_h;
+  s.i[1] = in_w;
+  s.n_i = 2;
+  return add1(g, &s, out_vid, "kiln_graph_adaptive_avg_pool2d_backward");
+}

@@ -5,6 +5,7 @@
 
 #include "graph/graph_internal.h"
 #include "kiln/dtype.h"
+#include "kiln/kernels/conv.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/gemm.h"
 #include "kiln/kernels/nn.h"
@@ -21,7 +22,9 @@ int gx_out_optional(int op, int slot) {
     case GX_OP_REDUCE_INDEX: return slot == 0;
     case GX_OP_RMS_NORM:
     case GX_OP_NLL_LOSS:
-    case GX_OP_SDPA: return slot == 1;
+    case GX_OP_SDPA:
+    case GX_OP_MAX_POOL: return slot == 1;
+    case GX_OP_CONV_BW:
     case GX_OP_LAYER_NORM_BW:
     case GX_OP_RMS_NORM_BW:
     case GX_OP_SDPA_BW: return 1;
@@ -165,6 +168,23 @@ kiln_status_t gx_run_node(const kiln_graph_t* g, const gx_node* n, kiln_tensor_t
     case GX_OP_SDPA_BW:
       return kiln_kernel_sdpa_backward(in[0], in[1], in[2], in[3], in[4], in[5], in[6],
                                        (int)n->i[0], n->f[0], out[0], out[1], out[2]);
+    case GX_OP_CONV:
+      return kiln_kernel_conv2d(in[0], in[1], in[2], n->i, n->i + 2, n->i + 4, n->i[6], out[0]);
+    case GX_OP_CONV_BW:
+      return kiln_kernel_conv2d_backward(in[0], in[1], in[2], n->i, n->i + 2, n->i + 4, n->i[6],
+                                         out[0], out[1], out[2]);
+    case GX_OP_MAX_POOL:
+      return kiln_kernel_max_pool2d(in[0], n->i, n->i + 2, n->i + 4, n->i + 6, (int)n->i[8],
+                                    out[0], out[1]);
+    case GX_OP_MAX_POOL_BW: return kiln_kernel_max_pool2d_backward(in[0], in[1], out[0]);
+    case GX_OP_AVG_POOL:
+      return kiln_kernel_avg_pool2d(in[0], n->i, n->i + 2, n->i + 4, (int)n->i[6], (int)n->i[7],
+                                    n->i[8], out[0]);
+    case GX_OP_AVG_POOL_BW:
+      return kiln_kernel_avg_pool2d_backward(in[0], n->i, n->i + 2, n->i + 4, (int)n->i[6],
+                                             (int)n->i[7], n->i[8], out[0]);
+    case GX_OP_ADAPTIVE_POOL: return kiln_kernel_adaptive_avg_pool2d(in[0], out[0]);
+    case GX_OP_ADAPTIVE_POOL_BW: return kiln_kernel_adaptive_avg_pool2d_backward(in[0], out[0]);
     case GX_OP_GEMM: return run_gemm(n, in, out[0]);
     default:
       return kiln_error(KILN_ERROR_INTERNAL, "kiln graph: cannot run op %s", gx_op_name(n->op));

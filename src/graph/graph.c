@@ -295,7 +295,9 @@ const char* gx_op_name(int op) {
       "addmm",       "reshape",       "permute",       "expand",       "slice",
       "contiguous",  "cat",           "softmax",       "softmax_bw",   "layer_norm",
       "layer_norm_bw", "rms_norm",    "rms_norm_bw",   "embedding",    "embedding_bw",
-      "nll_loss",    "nll_loss_bw",   "sdpa",          "sdpa_bw"};
+      "nll_loss",    "nll_loss_bw",   "sdpa",          "sdpa_bw",      "conv",
+      "conv_bw",     "max_pool",      "max_pool_bw",   "avg_pool",     "avg_pool_bw",
+      "adaptive_avg_pool", "adaptive_avg_pool_bw"};
   if (op >= 0 && op < GX_OP_BUILD_COUNT) return names[op];
   if (op == GX_OP_FUSED) return "fused";
   if (op == GX_OP_GEMM) return "gemm_epilogue";

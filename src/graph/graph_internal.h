@@ -51,6 +51,14 @@ enum {
   GX_OP_NLL_LOSS_BW,
   GX_OP_SDPA,
   GX_OP_SDPA_BW,
+  GX_OP_CONV,
+  GX_OP_CONV_BW,
+  GX_OP_MAX_POOL,
+  GX_OP_MAX_POOL_BW,
+  GX_OP_AVG_POOL,
+  GX_OP_AVG_POOL_BW,
+  GX_OP_ADAPTIVE_POOL,
+  GX_OP_ADAPTIVE_POOL_BW,
   GX_OP_BUILD_COUNT, /* ops below are made by the compiler only, never serialized */
   GX_OP_FUSED = 100, /* a fused pointwise group; aux = group index */
   GX_OP_GEMM,        /* f32 GEMM with epilogue: in a, b, bias, residual; i[0] act, i[1] axis */

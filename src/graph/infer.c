@@ -24,6 +24,15 @@
  *   NLL_LOSS_BW  i[0] reduction, i[1] ignore_index; in g lp target w total_weight
  *   SDPA         i[0] is_causal, f[0] scale; in q k v mask
  *   SDPA_BW      i[0] is_causal, i[1] output mask, f[0] scale; in g q k v out lse mask
+ *   CONV         i[0..2) stride, i[2..4) padding, i[4..6) dilation, i[6] groups; in x w bias
+ *   CONV_BW      CONV's i[0..7), i[7] output mask; in g x w
+ *   MAX_POOL     i[0..2) kernel, [2..4) stride, [4..6) padding, [6..8) dilation, i[8] ceil; in x
+ *   MAX_POOL_BW  i[0..2) input H, W; in g indices
+ *   AVG_POOL     i[0..2) kernel, [2..4) stride, [4..6) padding, i[6] ceil, i[7]
+ *                count_include_pad, i[8] divisor_override; in x
+ *   AVG_POOL_BW  AVG_POOL's i[0..9), i[9..11) input H, W; in g
+ *   ADAPTIVE_POOL    i[0..2) output H, W; in x
+ *   ADAPTIVE_POOL_BW i[0..2) input H, W; in g
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +40,7 @@
 
 #include "graph/graph_internal.h"
 #include "kiln/dtype.h"
+#include "kiln/kernels/conv.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/nn.h"
 #include "kiln/kernels/reduce.h"
@@ -56,7 +66,9 @@ int gx_op_n_out(int op) {
   switch (op) {
     case GX_OP_LAYER_NORM:
     case GX_OP_LAYER_NORM_BW:
-    case GX_OP_SDPA_BW: return 3;
+    case GX_OP_SDPA_BW:
+    case GX_OP_CONV_BW: return 3;
+    case GX_OP_MAX_POOL:
     case GX_OP_REDUCE_INDEX:
     case GX_OP_RMS_NORM:
     case GX_OP_RMS_NORM_BW:
@@ -128,6 +140,13 @@ static int unary_bool_result(int op) {
 
 #define V(k) (&g->values[s->in[k]])
 #define SH(buf, v) gx_fmt_shape(buf, (v)->shape, (v)->ndim)
+
+/* A contiguous descriptor of v's shape and dtype without data (for the kernels' shape checks). */
+static kiln_tensor_t desc(const gx_value* v) {
+  kiln_tensor_t t;
+  kiln_tensor_init_contiguous(&t, NULL, (kiln_dtype_t)v->dtype, v->ndim, v->shape);
+  return t;
+}
 
 /* Reduced-dims prefix shape [:-n] + [1]*n. */
 static void stat_shape(const gx_value* x, int nn, int64_t* shape) {
@@ -625,6 +644,98 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       }
       return KILN_OK;
     }
+    case GX_OP_CONV:
+    case GX_OP_CONV_BW: {
+      int bw = s->op == GX_OP_CONV_BW;
+      const gx_value* x = V(bw);
+      const gx_value* w = V(bw + 1);
+      kiln_tensor_t tx = desc(x), tw = desc(w), tb;
+      if (!bw && s->in[2] >= 0) tb = desc(V(2));
+      int64_t os[4];
+      kiln_status_t st = kiln_conv2d_output_shape(&tx, &tw, !bw && s->in[2] >= 0 ? &tb : NULL,
+                                                  s->i, s->i + 2, s->i + 4, s->i[6], os);
+      if (st != KILN_OK) return reraise(st, what);
+      if (!bw) {
+        set_out(o, 0, x->dtype, x->ndim, os);
+        return KILN_OK;
+      }
+      const gx_value* gr = V(0);
+      if (gr->dtype != x->dtype || gr->ndim != x->ndim ||
+          memcmp(gr->shape, os, sizeof(int64_t) * (size_t)x->ndim))
+        return BADARG("%s: grad_out %s (%s), expected %s (%s)", what, SH(b1, gr),
+                      kiln_dtype_name(gr->dtype), gx_fmt_shape(b2, os, x->ndim),
+                      kiln_dtype_name(x->dtype));
+      int mask = (int)s->i[7] & 7;
+      if (!mask) return BADARG("%s: empty output mask", what);
+      s->i[7] = mask;
+      if (mask & 1) set_out(o, 0, x->dtype, x->ndim, x->shape);
+      if (mask & 2) set_out(o, 1, w->dtype, w->ndim, w->shape);
+      if (mask & 4) set_out(o, 2, w->dtype, 1, w->shape);
+      return KILN_OK;
+    }
+    case GX_OP_MAX_POOL:
+    case GX_OP_AVG_POOL: {
+      const gx_value* x = V(0);
+      kiln_tensor_t tx = desc(x);
+      int mx = s->op == GX_OP_MAX_POOL;
+      if (!mx && s->i[8] < 0) return BADARG("%s: negative divisor_override", what);
+      kiln_status_t st = kiln_pool2d_output_shape(&tx, s->i, s->i + 2, s->i + 4,
+                                                  mx ? s->i + 6 : NULL, (int)s->i[mx ? 8 : 6], shp);
+      if (st != KILN_OK) return reraise(st, what);
+      set_out(o, 0, x->dtype, x->ndim, shp);
+      if (mx) set_out(o, 1, KILN_DTYPE_I64, x->ndim, shp);
+      return KILN_OK;
+    }
+    case GX_OP_MAX_POOL_BW:
+    case GX_OP_AVG_POOL_BW:
+    case GX_OP_ADAPTIVE_POOL_BW: {
+      const gx_value* gr = V(0);
+      int ih = s->op == GX_OP_AVG_POOL_BW ? 9 : 0;
+      if (!is_float(gr->dtype) || (gr->ndim != 3 && gr->ndim != 4))
+        return BADARG("%s: grad_out %s must be a floating [N, C, H, W] or [C, H, W]", what,
+                      SH(b1, gr));
+      if (s->i[ih] < 1 || s->i[ih + 1] < 1)
+        return BADARG("%s: bad input size %lldx%lld", what, (long long)s->i[ih],
+                      (long long)s->i[ih + 1]);
+      memcpy(shp, gr->shape, sizeof(int64_t) * (size_t)gr->ndim);
+      shp[gr->ndim - 2] = s->i[ih];
+      shp[gr->ndim - 1] = s->i[ih + 1];
+      if (s->op == GX_OP_MAX_POOL_BW) {
+        const gx_value* ix = V(1);
+        if (ix->dtype != KILN_DTYPE_I64 || ix->ndim != gr->ndim ||
+            memcmp(ix->shape, gr->shape, sizeof(int64_t) * (size_t)gr->ndim))
+          return BADARG("%s: indices %s (%s) must be i64 of grad_out's shape %s", what,
+                        SH(b1, ix), kiln_dtype_name(ix->dtype), SH(b2, gr));
+      } else if (s->op == GX_OP_AVG_POOL_BW) {
+        if (s->i[8] < 0) return BADARG("%s: negative divisor_override", what);
+        kiln_tensor_t tx;
+        kiln_tensor_init_contiguous(&tx, NULL, (kiln_dtype_t)gr->dtype, gr->ndim, shp);
+        int64_t os[KILN_MAX_DIMS];
+        kiln_status_t st = kiln_pool2d_output_shape(&tx, s->i, s->i + 2, s->i + 4, NULL,
+                                                    (int)s->i[6], os);
+        if (st != KILN_OK) return reraise(st, what);
+        if (memcmp(os, gr->shape, sizeof(int64_t) * (size_t)gr->ndim))
+          return BADARG("%s: grad_out %s, expected %s for input %s", what, SH(b1, gr),
+                        gx_fmt_shape(b2, os, gr->ndim), gx_fmt_shape(b3, shp, gr->ndim));
+      }
+      set_out(o, 0, gr->dtype, gr->ndim, shp);
+      return KILN_OK;
+    }
+    case GX_OP_ADAPTIVE_POOL: {
+      const gx_value* x = V(0);
+      if (!is_float(x->dtype) || (x->ndim != 3 && x->ndim != 4))
+        return BADARG("%s: x %s must be a floating [N, C, H, W] or [C, H, W]", what, SH(b1, x));
+      if (s->i[0] < 1 || s->i[1] < 1)
+        return BADARG("%s: bad output size %lldx%lld", what, (long long)s->i[0],
+                      (long long)s->i[1]);
+      if (x->shape[x->ndim - 2] < 1 || x->shape[x->ndim - 1] < 1)
+        return BADARG("%s: empty spatial dims in %s", what, SH(b1, x));
+      memcpy(shp, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+      shp[x->ndim - 2] = s->i[0];
+      shp[x->ndim - 1] = s->i[1];
+      set_out(o, 0, x->dtype, x->ndim, shp);
+      return KILN_OK;
+    }
     default: return BADARG("kiln graph: unknown op %d", s->op);
   }
 }
@@ -642,6 +753,7 @@ static int input_optional(int op, int k) {
     case GX_OP_NLL_LOSS_BW: return k == 3;
     case GX_OP_SDPA: return k == 3;
     case GX_OP_SDPA_BW: return k == 6;
+    case GX_OP_CONV: return k == 2;
     default: return 0;
   }
 }
@@ -655,10 +767,13 @@ static int expected_inputs(int op) {
     case GX_OP_SOFTMAX_BW:
     case GX_OP_EMBEDDING:
     case GX_OP_EMBEDDING_BW:
+    case GX_OP_MAX_POOL_BW:
     case GX_OP_RMS_NORM: return 2;
     case GX_OP_TERNARY:
     case GX_OP_ADDMM:
     case GX_OP_LAYER_NORM:
+    case GX_OP_CONV:
+    case GX_OP_CONV_BW:
     case GX_OP_NLL_LOSS: return 3;
     case GX_OP_RMS_NORM_BW:
     case GX_OP_SDPA: return 4;

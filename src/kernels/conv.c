@@ -154,17 +154,17 @@ static void as_4d(const kiln_tensor_t* t, kiln_tensor_t* v) {
   }
 }
 
-/* Checks the convolution arguments; fills g and 4-D views of x, w and y (out or grad_out). */
+/* Checks the convolution arguments; fills g and 4-D views of x, w and y (out or grad_out). y may
+ * be NULL (with y4 NULL): only the geometry is computed (kiln_conv2d_output_shape). */
 static kiln_status_t check_conv(const char* fn, const kiln_tensor_t* x, const kiln_tensor_t* w,
                                 const kiln_tensor_t* bias, const int64_t* stride,
                                 const int64_t* padding, const int64_t* dilation, int64_t groups,
                                 const kiln_tensor_t* y, const char* yname, conv_geom_t* g,
                                 kiln_tensor_t* x4, kiln_tensor_t* w4, kiln_tensor_t* y4) {
   char b1[128], b2[128], b3[128], b4[128];
-  if (x == NULL || w == NULL || y == NULL || stride == NULL || padding == NULL ||
-      dilation == NULL)
+  if (x == NULL || w == NULL || stride == NULL || padding == NULL || dilation == NULL)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: NULL argument", fn);
-  if (!kiln_dtype_is_float(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype ||
+  if (!kiln_dtype_is_float(x->dtype) || w->dtype != x->dtype || (y && y->dtype != x->dtype) ||
       (bias != NULL && bias->dtype != x->dtype))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
                       "%s: x (%s), weight (%s)%s and %s must share one floating dtype", fn,
@@ -205,6 +205,9 @@ static kiln_status_t check_conv(const char* fn, const kiln_tensor_t* x, const ki
                       shp(x, b2, sizeof b2), (long long)g->ph, (long long)g->pw);
   g->oH = (g->H + 2 * g->ph - eh) / g->sh + 1;
   g->oW = (g->W + 2 * g->pw - ew) / g->sw + 1;
+  g->Cg = g->C / groups, g->Og = g->O / groups;
+  g->Kg = g->Cg * g->kH * g->kW, g->K = g->C * g->kH * g->kW, g->P = g->oH * g->oW;
+  if (y == NULL) return KILN_OK;
   as_4d(y, y4);
   if (y->ndim != x->ndim || y4->shape[0] != g->N || y4->shape[1] != g->O ||
       y4->shape[2] != g->oH || y4->shape[3] != g->oW) {
@@ -216,8 +219,6 @@ static kiln_status_t check_conv(const char* fn, const kiln_tensor_t* x, const ki
                       fn, yname, shp(y, b3, sizeof b3), shp(&e, b1, sizeof b1),
                       shp(x, b2, sizeof b2), shp(w, b4, sizeof b4));
   }
-  g->Cg = g->C / groups, g->Og = g->O / groups;
-  g->Kg = g->Cg * g->kH * g->kW, g->K = g->C * g->kH * g->kW, g->P = g->oH * g->oW;
   return KILN_OK;
 }
 
@@ -532,6 +533,28 @@ static float* chunk_alloc(const char* fn, int64_t N, int64_t per_img, int64_t ex
     kiln_error(KILN_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %lld bytes of scratch", fn,
                (long long)((*nb * per_img + extra) * 4));
   return p;
+}
+
+/* Output shape of a convolution, from the same checks as the kernel. */
+kiln_status_t kiln_conv2d_output_shape(const kiln_tensor_t* x, const kiln_tensor_t* w,
+                                       const kiln_tensor_t* bias, const int64_t stride[2],
+                                       const int64_t padding[2], const int64_t dilation[2],
+                                       int64_t groups, int64_t out_shape[4]) {
+  conv_geom_t g;
+  kiln_tensor_t x4, w4;
+  if (out_shape == NULL)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_conv2d_output_shape: NULL out_shape");
+  KILN_RETURN_IF_ERROR(check_conv("kiln_conv2d_output_shape", x, w, bias, stride, padding,
+                                  dilation, groups, NULL, "out", &g, &x4, &w4, NULL));
+  out_shape[0] = g.N;
+  out_shape[1] = g.O;
+  if (x->ndim == 3) {
+    out_shape[2] = g.oW;
+  } else {
+    out_shape[2] = g.oH;
+    out_shape[3] = g.oW;
+  }
+  return KILN_OK;
 }
 
 /* Convolution forward: im2col + batched sgemm, or direct loops (f64, one channel per group). */

@@ -291,6 +291,26 @@ static kiln_status_t setup_window(const char* fn, pool_ctx_t* c, int kind,
 
 /* ---- entry points -------------------------------------------------------------------------- */
 
+/* Output shape of a window pooling, from the same checks as the kernels. */
+kiln_status_t kiln_pool2d_output_shape(const kiln_tensor_t* x, const int64_t kernel[2],
+                                       const int64_t stride[2], const int64_t padding[2],
+                                       const int64_t dilation[2], int ceil_mode,
+                                       int64_t* out_shape) {
+  static const char* fn = "kiln_pool2d_output_shape";
+  pool_ctx_t c;
+  memset(&c, 0, sizeof c);
+  if (out_shape == NULL) return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: NULL out_shape", fn);
+  KILN_RETURN_IF_ERROR(check_input(fn, "x", x));
+  KILN_RETURN_IF_ERROR(setup_window(fn, &c, POOL_MAX, x, kernel, stride, padding, dilation,
+                                    ceil_mode));
+  for (int i = 0; i < x->ndim - 2; i++) out_shape[i] = x->shape[i];
+  out_shape[x->ndim - 2] = c.oH;
+  out_shape[x->ndim - 1] = c.oW;
+  return KILN_OK;
+}
+
+
+
 /* Max pooling with flat per-plane indices. */
 kiln_status_t kiln_kernel_max_pool2d(const kiln_tensor_t* x, const int64_t kernel[2],
                                      const int64_t stride[2], const int64_t padding[2],

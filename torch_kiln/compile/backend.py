@@ -25,7 +25,7 @@ import time
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
-from torch._decomp import core_aten_decompositions
+from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -326,6 +326,13 @@ def _decompositions():
                torch.ops.aten.nll_loss_forward.default, torch.ops.aten.nll_loss_backward.default,
                torch.ops.aten.embedding.default):
         decomp.pop(op, None)
+    # Batch norm has no kiln graph op: its decomposition (var_mean, lowered as two reductions;
+    # pointwise; running-stat updates) fuses into a few reductions and pointwise groups, as Inductor does it.
+    decomp.update(get_decompositions([
+        torch.ops.aten._native_batch_norm_legit_functional.default,
+        torch.ops.aten._native_batch_norm_legit_no_training.default,
+        torch.ops.aten._native_batch_norm_legit.default, torch.ops.aten._native_batch_norm_legit.no_stats,
+        torch.ops.aten.native_batch_norm.default]))
     return decomp
 
 

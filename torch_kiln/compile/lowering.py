@@ -396,6 +396,17 @@ def _var(b, node, args, kwargs):
     return _reduce(b, "KILN_REDUCE_VAR", V(args[0]), dims, kwargs.get("keepdim", False), out_dtype(node), corr)
 
 
+@lowers(aten.var_mean.correction)
+def _var_mean(b, node, args, kwargs):
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    corr = kwargs.get("correction", 1)
+    corr = 1 if corr is None else corr
+    keep = kwargs.get("keepdim", False)
+    dt = _meta(node)[0].dtype
+    return (_reduce(b, "KILN_REDUCE_VAR", V(args[0]), dims, keep, dt, corr),
+            _reduce(b, "KILN_REDUCE_MEAN", V(args[0]), dims, keep, dt))
+
+
 @lowers(aten.any.dim, aten.any.dims, aten.any.default, aten.all.dim, aten.all.dims, aten.all.default)
 def _anyall(b, node, args, kwargs):
     dims = args[1] if len(args) > 1 else kwargs.get("dim")
@@ -631,12 +642,137 @@ def _sdpa_bwd(b, node, args, kwargs):
     return (_VID(gq.value), _VID(gk.value), _VID(gv.value), None)
 
 
+# ---- CNN ops -------------------------------------------------------------------------------
+
+def _pair(v, name, default=None):
+    """A (c_int64 * 2) array from an int or a 1/2-element list (a 1-element list repeats, as ATen
+    expands it); None / [] give `default` (None: a NULL pointer)."""
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        return None if default is None else _pair(default, name)
+    if isinstance(v, int):
+        v = [v]
+    v = [int(x) for x in v]
+    if len(v) == 1:
+        v = v * 2
+    if len(v) != 2:
+        raise Unsupported(f"{name} {v}: only 1-D and 2-D pooling / convolution")
+    return (ctypes.c_int64 * 2)(*v)
+
+
+def _spatial(node, x, ranks=(3, 4)):
+    v = _meta(x) if isinstance(x, torch.fx.Node) else None
+    if v is None:
+        v = _meta(node.args[0])
+    if v is None or v.dim() not in ranks:
+        raise Unsupported(f"{node.target}: rank {None if v is None else v.dim()} input")
+    return v
+
+
+def _conv_params(node, stride, padding, dilation, transposed):
+    if transposed:
+        raise Unsupported("transposed convolution")
+    x = _meta(node.args[0])
+    nd = x.dim() - 2 if x is not None else 0
+    if nd not in (1, 2):
+        raise Unsupported(f"{nd}-D convolution")
+    for name, v in (("stride", stride), ("padding", padding), ("dilation", dilation)):
+        if len(v) not in (1, nd):
+            raise Unsupported(f"convolution {name} {v}")
+    return _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+
+
+@lowers(aten.convolution.default)
+def _conv(b, node, args, kwargs):
+    x, w, bias, stride, padding, dilation, transposed, _output_padding, groups = args[:9]
+    st, pd, dl = _conv_params(node, stride, padding, dilation, transposed)
+    return _VID(b._vid(lib.kiln_graph_conv2d, V(x), V(w), _opt(bias), st, pd, dl, int(groups)))
+
+
+@lowers(aten.convolution_backward.default)
+def _conv_bwd(b, node, args, kwargs):
+    g, x, w, _bias_sizes, stride, padding, dilation, transposed, _output_padding, groups, mask = args[:11]
+    st, pd, dl = _conv_params(node, stride, padding, dilation, transposed)
+    outs = [ctypes.c_int(-1) for _ in range(3)]
+    ptrs = [ctypes.byref(o) if m else None for o, m in zip(outs, mask)]
+    check(lib.kiln_graph_conv2d_backward(b.g, V(g), V(x), V(w), st, pd, dl, int(groups), *ptrs),
+          "conv2d_backward")
+    return tuple(_VID(o.value) if m else None for o, m in zip(outs, mask))
+
+
+def _arg(args, kwargs, i, name, default):
+    if len(args) > i:
+        return args[i]
+    return kwargs.get(name, default)
+
+
+@lowers(aten.max_pool2d_with_indices.default)
+def _max_pool(b, node, args, kwargs):
+    _spatial(node, node.args[0])
+    k = _pair(args[1], "kernel_size")
+    st = _pair(_arg(args, kwargs, 2, "stride", []), "stride")
+    pd = _pair(_arg(args, kwargs, 3, "padding", 0), "padding")
+    dl = _pair(_arg(args, kwargs, 4, "dilation", 1), "dilation")
+    ceil = int(bool(_arg(args, kwargs, 5, "ceil_mode", False)))
+    out, ind = ctypes.c_int(-1), ctypes.c_int(-1)
+    check(lib.kiln_graph_max_pool2d(b.g, V(args[0]), k, st, pd, dl, ceil, ctypes.byref(out), ctypes.byref(ind)),
+          "max_pool2d")
+    return (_VID(out.value), _VID(ind.value))
+
+
+@lowers(aten.max_pool2d_with_indices_backward.default)
+def _max_pool_bwd(b, node, args, kwargs):
+    x = _spatial(node, node.args[1])
+    return _VID(b._vid(lib.kiln_graph_max_pool2d_backward, V(args[0]), V(args[7]), int(x.shape[-2]),
+                       int(x.shape[-1])))
+
+
+def _avg_params(args, kwargs, at):
+    k = _pair(args[at], "kernel_size")
+    st = _pair(_arg(args, kwargs, at + 1, "stride", []), "stride")
+    pd = _pair(_arg(args, kwargs, at + 2, "padding", 0), "padding")
+    ceil = int(bool(_arg(args, kwargs, at + 3, "ceil_mode", False)))
+    cip = int(bool(_arg(args, kwargs, at + 4, "count_include_pad", True)))
+    div = _arg(args, kwargs, at + 5, "divisor_override", None)
+    if div is not None and int(div) <= 0:
+        raise Unsupported(f"divisor_override {div}")
+    return k, st, pd, ceil, cip, 0 if div is None else int(div)
+
+
+@lowers(aten.avg_pool2d.default)
+def _avg_pool(b, node, args, kwargs):
+    _spatial(node, node.args[0])
+    return _VID(b._vid(lib.kiln_graph_avg_pool2d, V(args[0]), *_avg_params(args, kwargs, 1)))
+
+
+@lowers(aten.avg_pool2d_backward.default)
+def _avg_pool_bwd(b, node, args, kwargs):
+    x = _spatial(node, node.args[1])
+    return _VID(b._vid(lib.kiln_graph_avg_pool2d_backward, V(args[0]), int(x.shape[-2]), int(x.shape[-1]),
+                       *_avg_params(args, kwargs, 2)))
+
+
+@lowers(aten._adaptive_avg_pool2d.default)
+def _adaptive_pool(b, node, args, kwargs):
+    _spatial(node, node.args[0])
+    oh, ow = list(_pair(args[1], "output_size"))
+    return _VID(b._vid(lib.kiln_graph_adaptive_avg_pool2d, V(args[0]), oh, ow))
+
+
+@lowers(aten._adaptive_avg_pool2d_backward.default)
+def _adaptive_pool_bwd(b, node, args, kwargs):
+    x = _spatial(node, node.args[1])
+    return _VID(b._vid(lib.kiln_graph_adaptive_avg_pool2d_backward, V(args[0]), int(x.shape[-2]),
+                       int(x.shape[-1])))
+
+
 # ---- support query -----------------------------------------------------------------------
 
 _MULTI_OUTPUT_OPS = {aten.native_layer_norm.default, aten.native_layer_norm_backward.default,
                      aten.nll_loss_forward.default, aten.max.dim, aten.min.dim,
                      aten._scaled_dot_product_fused_attention_overrideable.default,
-                     aten._scaled_dot_product_fused_attention_overrideable_backward.default}
+                     aten._scaled_dot_product_fused_attention_overrideable_backward.default,
+                     aten.convolution_backward.default, aten.max_pool2d_with_indices.default,
+                     aten.var_mean.correction}
 
 
 def unsupported_reason(node):

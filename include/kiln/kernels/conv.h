@@ -47,6 +47,14 @@ kiln_status_t kiln_kernel_conv2d(const kiln_tensor_t* x, const kiln_tensor_t* w,
                                  const int64_t padding[2], const int64_t dilation[2],
                                  int64_t groups, kiln_tensor_t* out);
 
+/* The shape kiln_kernel_conv2d gives out for these arguments: [N, O, oH, oW] (or [N, O, oL] for
+ * 3-D x, out_shape[3] untouched). Only the descriptors' shapes and dtypes are read (data may be
+ * NULL). Errors: INVALID_ARGUMENT, as kiln_kernel_conv2d would for the same arguments. */
+kiln_status_t kiln_conv2d_output_shape(const kiln_tensor_t* x, const kiln_tensor_t* w,
+                                       const kiln_tensor_t* bias, const int64_t stride[2],
+                                       const int64_t padding[2], const int64_t dilation[2],
+                                       int64_t groups, int64_t out_shape[4]);
+
 /* aten::convolution_backward for kiln_kernel_conv2d (same parameters): grad_out has out's shape.
  * Each of grad_x (x's shape), grad_w (w's shape), grad_b ([O]) may be NULL to skip it
  * (output_mask); all share x's dtype. x and w are always required (they define the shapes), but
@@ -69,6 +77,14 @@ kiln_status_t kiln_kernel_max_pool2d(const kiln_tensor_t* x, const int64_t kerne
                                      const int64_t stride[2], const int64_t padding[2],
                                      const int64_t dilation[2], int ceil_mode, kiln_tensor_t* out,
                                      kiln_tensor_t* indices_out);
+
+/* The shape kiln_kernel_max_pool2d (dilation NULL = 1: also kiln_kernel_avg_pool2d) gives out
+ * for x: x's leading dims then (oH, oW); out_shape has room for x's rank. Only x's shape and
+ * dtype are read. Errors: INVALID_ARGUMENT as the pooling kernels. */
+kiln_status_t kiln_pool2d_output_shape(const kiln_tensor_t* x, const int64_t kernel[2],
+                                       const int64_t stride[2], const int64_t padding[2],
+                                       const int64_t dilation[2], int ceil_mode,
+                                       int64_t* out_shape);
 
 /* aten::max_pool2d_with_indices_backward: grad_x = 0, then grad_x[plane][indices[i]] +=
  * grad_out[i] for every output position (accumulated in f32/f64). grad_out and indices share a
