@@ -1,6 +1,7 @@
 /* test_graph_ops.c - remaining ops vs the kernels, empty tensors, large graphs, allocators. */
 #include <time.h>
 
+#include "kiln/kernels/conv.h"
 #include "test_graph_util.h"
 
 #define F32 KILN_DTYPE_F32
@@ -56,6 +57,104 @@ KT_TEST(rms_norm_softmax_bw_embedding_bw_scan) {
   free(x);
   free(w);
   free(go);
+}
+
+/* Convolution, pooling and their backwards as graph nodes: bitwise equal to the kernels (same
+ * calls), saved/loaded artifacts too; bad shapes fail at build time. */
+KT_TEST(cnn_ops_vs_kernels) {
+  int64_t xs[4] = {2, 4, 9, 8}, ws[4] = {6, 2, 3, 3}, bs[1] = {6}, ys[4] = {2, 6, 5, 8};
+  int64_t ps[4] = {2, 6, 3, 4}, as[4] = {2, 6, 2, 2}, ad[4] = {2, 6, 3, 2};
+  const int64_t st[2] = {2, 1}, pd[2] = {1, 1}, dl[2] = {1, 1};
+  const int64_t pk[2] = {2, 2}, pst[2] = {2, 2}, ppd[2] = {0, 0}, ak[2] = {2, 3}, ast[2] = {1, 2},
+                apd[2] = {0, 1};
+  float* x = gt_randf(2 * 4 * 9 * 8);
+  float* w = gt_randf(6 * 2 * 9);
+  float* b = gt_randf(6);
+  float* ga = gt_randf(2 * 6 * 3 * 2);
+  /* reference: y = conv(x); p, idx = maxpool(y); a = avgpool(p); d = adaptive(a, 3x2);
+   * backwards from ga: gd -> ga2 -> gp -> gy -> gx, gw, gb */
+  float ry[2 * 6 * 5 * 8], rp[2 * 6 * 3 * 4], ra[2 * 6 * 2 * 2], rd[2 * 6 * 3 * 2];
+  float rga[2 * 6 * 2 * 2], rgp[2 * 6 * 3 * 4], rgy[2 * 6 * 5 * 8], rgx[2 * 4 * 9 * 8],
+      rgw[6 * 2 * 9], rgb[6];
+  int64_t ridx[2 * 6 * 3 * 4];
+  kiln_tensor_t X = gt_t(x, F32, 4, xs), W = gt_t(w, F32, 4, ws), B = gt_t(b, F32, 1, bs),
+                Y = gt_t(ry, F32, 4, ys), P = gt_t(rp, F32, 4, ps),
+                IDX = gt_t(ridx, KILN_DTYPE_I64, 4, ps), A = gt_t(ra, F32, 4, as),
+                D = gt_t(rd, F32, 4, ad), GD = gt_t(ga, F32, 4, ad), GA = gt_t(rga, F32, 4, as),
+                GP = gt_t(rgp, F32, 4, ps), GY = gt_t(rgy, F32, 4, ys), GX = gt_t(rgx, F32, 4, xs),
+                GW = gt_t(rgw, F32, 4, ws), GB = gt_t(rgb, F32, 1, bs);
+  int64_t shape[4];
+  KT_OK(kiln_conv2d_output_shape(&X, &W, &B, st, pd, dl, 2, shape));
+  KT_CHECK(memcmp(shape, ys, sizeof ys) == 0);
+  KT_OK(kiln_kernel_conv2d(&X, &W, &B, st, pd, dl, 2, &Y));
+  KT_OK(kiln_kernel_max_pool2d(&Y, pk, pst, ppd, NULL, 1, &P, &IDX));
+  KT_OK(kiln_kernel_avg_pool2d(&P, ak, ast, apd, 0, 0, 0, &A));
+  KT_OK(kiln_kernel_adaptive_avg_pool2d(&A, &D));
+  KT_OK(kiln_kernel_adaptive_avg_pool2d_backward(&GD, &GA));
+  KT_OK(kiln_kernel_avg_pool2d_backward(&GA, ak, ast, apd, 0, 0, 0, &GP));
+  KT_OK(kiln_kernel_max_pool2d_backward(&GP, &IDX, &GY));
+  KT_OK(kiln_kernel_conv2d_backward(&GY, &X, &W, st, pd, dl, 2, &GX, &GW, &GB));
+
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int vx, vw, vb, vg, y, p, idx, a, d, gda, gp, gy, gx, gwv, gbv, bad;
+  KT_OK(kiln_graph_input(g, F32, 4, xs, &vx));
+  KT_OK(kiln_graph_input(g, F32, 4, ws, &vw));
+  KT_OK(kiln_graph_input(g, F32, 1, bs, &vb));
+  KT_OK(kiln_graph_input(g, F32, 4, ad, &vg));
+  KT_OK(kiln_graph_conv2d(g, vx, vw, vb, st, pd, dl, 2, &y));
+  KT_OK(kiln_graph_max_pool2d(g, y, pk, NULL, ppd, NULL, 1, &p, &idx));
+  KT_OK(kiln_graph_avg_pool2d(g, p, ak, ast, apd, 0, 0, 0, &a));
+  KT_OK(kiln_graph_adaptive_avg_pool2d(g, a, 3, 2, &d));
+  KT_OK(kiln_graph_adaptive_avg_pool2d_backward(g, vg, 2, 2, &gda));
+  KT_OK(kiln_graph_avg_pool2d_backward(g, gda, 3, 4, ak, ast, apd, 0, 0, 0, &gp));
+  KT_OK(kiln_graph_max_pool2d_backward(g, gp, idx, 5, 8, &gy));
+  KT_OK(kiln_graph_conv2d_backward(g, gy, vx, vw, st, pd, dl, 2, &gx, &gwv, &gbv));
+  /* bad inputs: weight channels x groups != C, grad of the wrong shape, window too large,
+   * avg-pool grad that is not the pooled shape, non-i64 indices, nothing requested */
+  KT_CHECK(kiln_graph_conv2d(g, vx, vw, vb, st, pd, dl, 1, &bad) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_graph_conv2d_backward(g, vx, vx, vw, st, pd, dl, 2, &bad, NULL, NULL) ==
+           KILN_ERROR_INVALID_ARGUMENT);
+  const int64_t big[2] = {9, 9};
+  KT_CHECK(kiln_graph_max_pool2d(g, d, big, NULL, ppd, NULL, 0, &bad, NULL) ==
+           KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_graph_avg_pool2d_backward(g, gda, 5, 5, ak, ast, apd, 0, 0, 0, &bad) ==
+           KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_graph_max_pool2d_backward(g, gp, p, 5, 8, &bad) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_graph_conv2d_backward(g, gy, vx, vw, st, pd, dl, 2, NULL, NULL, NULL) ==
+           KILN_ERROR_INVALID_ARGUMENT);
+  int outv[8] = {y, p, d, gda, gp, gx, gwv, gbv};
+  for (int k = 0; k < 8; k++) KT_OK(kiln_graph_output(g, outv[k]));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  void* buf = NULL;
+  size_t nbuf = 0;
+  KT_OK(kiln_exec_save_buffer(e, &buf, &nbuf));
+  kiln_exec_t* e2;
+  KT_OK(kiln_exec_load_buffer(buf, nbuf, &e2));
+  kiln_exec_free_buffer(buf);
+  for (int rep = 0; rep < 2; rep++) {
+    float oy[2 * 6 * 5 * 8], op[2 * 6 * 3 * 4], od[2 * 6 * 3 * 2], oga[2 * 6 * 2 * 2],
+        ogp[2 * 6 * 3 * 4], ogx[2 * 4 * 9 * 8], ogw[6 * 2 * 9], ogb[6];
+    void* ins[4] = {x, w, b, ga};
+    void* outs[8] = {oy, op, od, oga, ogp, ogx, ogw, ogb};
+    KT_OK(kiln_exec_run(rep ? e2 : e, 4, ins, 8, outs));
+    KT_CHECK(memcmp(oy, ry, sizeof oy) == 0);
+    KT_CHECK(memcmp(op, rp, sizeof op) == 0);
+    KT_CHECK(memcmp(od, rd, sizeof od) == 0);
+    KT_CHECK(memcmp(oga, rga, sizeof oga) == 0);
+    KT_CHECK(memcmp(ogp, rgp, sizeof ogp) == 0);
+    KT_CHECK(memcmp(ogx, rgx, sizeof ogx) == 0);
+    KT_CHECK(memcmp(ogw, rgw, sizeof ogw) == 0);
+    KT_CHECK(memcmp(ogb, rgb, sizeof ogb) == 0);
+  }
+  kiln_exec_destroy(e);
+  kiln_exec_destroy(e2);
+  kiln_graph_destroy(g);
+  free(x);
+  free(w);
+  free(b);
+  free(ga);
 }
 
 KT_TEST(argmax_and_keepdim) {

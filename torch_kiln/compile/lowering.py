@@ -668,6 +668,27 @@ def _spatial(node, x, ranks=(3, 4)):
     return v
 
 
+# CNN op -> position of the input tensor whose dtype and rank decide whether kiln lowers it
+_CNN_OPS = {aten.convolution.default: 0, aten.convolution_backward.default: 1,
+            aten.max_pool2d_with_indices.default: 0, aten.max_pool2d_with_indices_backward.default: 1,
+            aten.avg_pool2d.default: 0, aten.avg_pool2d_backward.default: 1,
+            aten._adaptive_avg_pool2d.default: 0, aten._adaptive_avg_pool2d_backward.default: 1}
+
+
+def _cnn_reason(node):
+    """Why a CNN op cannot be lowered (the kernels take floating [N, C, H, W] / [C, H, W] inputs,
+    3-D / 4-D for convolution, not transposed), or None."""
+    x = _meta(node.args[_CNN_OPS[node.target]])
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        return f"{node.target}: {getattr(x, 'dtype', None)} input (kiln's CNN kernels are floating only)"
+    if (node.target == aten.convolution.default and node.args[6]) or (
+            node.target == aten.convolution_backward.default and node.args[7]):
+        return f"{node.target}: transposed convolution"
+    if x.dim() not in (3, 4):
+        return f"{node.target}: rank-{x.dim()} input (kiln lowers 1-D and 2-D)"
+    return None
+
+
 def _conv_params(node, stride, padding, dilation, transposed):
     if transposed:
         raise Unsupported("transposed convolution")
@@ -790,6 +811,10 @@ def unsupported_reason(node):
         if foldable_factory(node):
             return None
         return f"no kiln lowering for {node.target}"
+    if node.target in _CNN_OPS:
+        r = _cnn_reason(node)
+        if r:
+            return r
     v = _meta(node)
     if v is None or not static_val(v):
         return f"{node.target}: dynamic shape or dtype kiln lacks"

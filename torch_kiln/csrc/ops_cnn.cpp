@@ -184,7 +184,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   if (mask[2]) gb = at::empty({C}, po);
   kiln_tensor_t dg = describe(grad), dx = describe(input), s1, s2, s3, s4, s5, s6, s7, s8;
   KILN_CHECK(kiln_kernel_batch_norm_backward(&dg, &dx, opt_desc(w, &s1), opt_desc(rm, &s2), opt_desc(rv, &s3),
-                                             opt_desc(sm, &s4), opt_desc(si, &s5), train ? 1 : 0, eps,
+                                             train ? opt_desc(sm, &s4) : nullptr, train ? opt_desc(si, &s5) : nullptr,
+                                             train ? 1 : 0, eps,
                                              opt_desc(gx, &s6), opt_desc(gw, &s7), opt_desc(gb, &s8)));
   return {gx, gw, gb};
 }
