@@ -202,6 +202,16 @@ def _clamp(b, node, args, kwargs):
     return b.unary_ex("KILN_UNARY_CLAMP", V(args[0]), out_dtype(node), lo=lo, hi=hi)
 
 
+@lowers(aten.clamp.Tensor)
+def _clamp_tensor(b, node, args, kwargs):
+    lo = args[1] if len(args) > 1 else kwargs.get("min")
+    hi = args[2] if len(args) > 2 else kwargs.get("max")
+    if lo is None and hi is None:
+        raise Unsupported("clamp without bounds")
+    return b.ternary("KILN_TERNARY_CLAMP_TENSOR", V(args[0]), -1 if lo is None else b.tensor(lo),
+                     -1 if hi is None else b.tensor(hi), out_dtype(node))
+
+
 @lowers(aten.clamp_min.default)
 def _clamp_min(b, node, args, kwargs):
     return b.unary_ex("KILN_UNARY_CLAMP", V(args[0]), out_dtype(node), lo=args[1])
@@ -380,6 +390,19 @@ def _amax(b, node, args, kwargs):
     keep = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
     op = "KILN_REDUCE_AMAX" if node.target is aten.amax.default else "KILN_REDUCE_AMIN"
     return _reduce(b, op, V(args[0]), dims, keep, out_dtype(node))
+
+
+@lowers(aten.max.default, aten.min.default)
+def _max_all(b, node, args, kwargs):
+    """torch.max(x) / torch.min(x): a reduction over every dim (empty x raises, as eager does)."""
+    op = "KILN_REDUCE_AMAX" if node.target is aten.max.default else "KILN_REDUCE_AMIN"
+    return _reduce(b, op, V(args[0]), None, False, out_dtype(node))
+
+
+@lowers(aten.prod.default)
+def _prod_all(b, node, args, kwargs):
+    dt = kwargs.get("dtype") or out_dtype(node)
+    return _reduce(b, "KILN_REDUCE_PROD", V(args[0]), None, False, dt)
 
 
 @lowers(aten.prod.dim_int)
