@@ -6,7 +6,16 @@
 """
 import os as _os
 
-import torch as _torch
+
+def _autoload():
+    """Entry point of the ``torch.backends`` group: importing this package does the work.
+
+    Defined before ``import torch``: when a program imports torch_kiln first, torch's own import
+    runs this entry point on the partly initialized package, and the setup below follows once
+    torch is imported."""
+
+
+import torch as _torch  # noqa: E402
 
 _HERE = _os.path.dirname(_os.path.abspath(__file__))
 _SHIM = _os.path.join(_HERE, "libkiln_shim.so")
@@ -35,10 +44,6 @@ def fallback_report():
 def fallback_reset():
     """Clears the fallback counters (and re-arms the once-per-op warning)."""
     _torch.ops.kiln.fallback_reset()
-
-
-def _autoload():
-    """Entry point of the ``torch.backends`` group: importing this package did the work."""
 
 
 __all__ = ["fallback_report", "fallback_reset"]

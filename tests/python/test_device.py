@@ -254,3 +254,12 @@ print('TWO-OK')
     r = python_subprocess(code, {"KILN_DEVICES": "cpu,ref"})
     assert r.returncode == 0, r.stderr
     assert "TWO-OK" in r.stdout
+
+
+def test_import_torch_kiln_before_torch(python_subprocess):
+    """`import torch_kiln` as a program's first import: torch's autoload then runs the entry point
+    on the partly imported package, which must not fail."""
+    r = python_subprocess("import torch_kiln\nimport torch\nprint(torch.ones(3, device='kiln').sum().item())",
+                          {"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "3.0" in r.stdout

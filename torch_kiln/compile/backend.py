@@ -30,7 +30,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import _capi
-from ._capi import check, lib
+from ._capi import E, check, lib
 from .lowering import Unsupported, lower_graph, replay_views, unsupported_reason
 
 log = logging.getLogger("torch_kiln.compile")
@@ -57,6 +57,19 @@ graph_splits = []
 
 def _log_enabled(what="graph"):
     return what in os.environ.get("TORCH_KILN_LOG", "").split(",")
+
+
+def _compile_flags():
+    """KILN_COMPILE_* flags from TORCH_KILN_COMPILE_FLAGS, a comma list of pass switches such as
+    "no_hfuse,no_fusion" (debugging: turn one pass off to see what it does)."""
+    flags = 0
+    for name in filter(None, (n.strip() for n in os.environ.get("TORCH_KILN_COMPILE_FLAGS", "").split(","))):
+        key = "KILN_COMPILE_" + name.upper()
+        if key not in E:
+            raise ValueError(f"TORCH_KILN_COMPILE_FLAGS: unknown flag {name!r}; known: "
+                             + ", ".join(k[13:].lower() for k in E if k.startswith("KILN_COMPILE_")))
+        flags |= E[key]
+    return flags
 
 
 def set_profiling(program, on=True):
@@ -93,7 +106,8 @@ class KilnProgram:
                 print(f"[kiln] ==== {name}: IR before passes ====\n" + _capi.text(lib.kiln_graph_dump, b.g))
             self.exec = ctypes.c_void_p()
             if any(o[0] == "value" for o in self.outputs):
-                check(lib.kiln_graph_compile(b.g, ctypes.byref(self.exec)), "kiln_graph_compile")
+                check(lib.kiln_graph_compile_ex(b.g, _compile_flags(), ctypes.byref(self.exec)),
+                      "kiln_graph_compile")
         finally:
             b.close()
         self.compile_s = time.perf_counter() - t0
