@@ -657,3 +657,20 @@ def test_program_call_checks_inputs():
         prog(a, b.double())
     with pytest.raises(RuntimeError, match="1 inputs given, compiled for 2"):
         prog(a)
+
+
+def test_compile_flags_env_turns_passes_off(monkeypatch):
+    def fn(x):
+        return (torch.tanh(x) * 2 + 1).sum(-1)
+
+    x = torch.randn(6, 40).to(KILN)
+    want = fn(x).cpu()
+    monkeypatch.setenv("TORCH_KILN_COMPILE_FLAGS", "no_fusion, no_cse")
+    n_prog = len(compiled_programs)
+    got = torch.compile(fn, backend="kiln", dynamic=False)(x).cpu()
+    torch.testing.assert_close(got, want, rtol=1.3e-6, atol=1e-5)
+    assert compiled_programs[n_prog].stats["n_fused_groups"] == 0
+    torch._dynamo.reset()
+    monkeypatch.setenv("TORCH_KILN_COMPILE_FLAGS", "no_such_pass")
+    with pytest.raises(Exception, match="unknown flag 'no_such_pass'"):
+        torch.compile(fn, backend="kiln", dynamic=False)(x)
