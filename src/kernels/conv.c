@@ -249,14 +249,47 @@ typedef struct conv_ctx {
   double* gb;              /* grad_b sums */
 } conv_ctx_t;
 
+/* im2col rows for f32 x with unit-stride rows and stride-1 windows: short rows (oW of 8 or 16
+ * on small planes) are copied by inline loops, not a memset / memcpy / memset call each. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void im2col_plane_f32(const conv_ctx_t* cx, int64_t n, int64_t c) {
+  const conv_geom_t* g = &cx->g;
+  const float* xp = (const float*)(void*)at4(&cx->x, cx->n0 + n, c, 0);
+  const int64_t rs = cx->x.strides[2], oW = g->oW;
+  for (int64_t kh = 0; kh < g->kH; kh++)
+    for (int64_t kw = 0; kw < g->kW; kw++) {
+      float* row = cx->col + ((c * g->kH + kh) * g->kW + kw) * cx->col_ld + n * cx->col_img;
+      int64_t off, ow0, ow1;
+      tap_cols(g, kw, &off, &ow0, &ow1);
+      for (int64_t oh = 0; oh < g->oH; oh++) {
+        float* r = row + oh * oW;
+        const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
+        int64_t ow = 0;
+        if (ih >= 0 && ih < g->H) {
+          const float* sp = xp + ih * rs + off;
+          for (; ow < ow0; ow++) r[ow] = 0.0f;
+          for (; ow < ow1; ow++) r[ow] = sp[ow];
+        }
+        for (; ow < oW; ow++) r[ow] = 0.0f;
+      }
+    }
+}
+
 /* Fills the kH*kW rows of channel c of image n (index i = n_local*C + c). */
 static void im2col_range(void* vctx, int64_t begin, int64_t end, int tid) {
   (void)tid;
   const conv_ctx_t* cx = vctx;
   const conv_geom_t* g = &cx->g;
   const int64_t es = (int64_t)kiln_dtype_size(cx->x.dtype), s3 = cx->x.strides[3];
+  const int fast = cx->x.dtype == KILN_DTYPE_F32 && s3 == 1 && g->sw == 1;
   for (int64_t i = begin; i < end; i++) {
     const int64_t n = i / g->C, c = i % g->C;
+    if (fast) {
+      im2col_plane_f32(cx, n, c);
+      continue;
+    }
     for (int64_t kh = 0; kh < g->kH; kh++)
       for (int64_t kw = 0; kw < g->kW; kw++) {
         float* row = cx->col + ((c * g->kH + kh) * g->kW + kw) * cx->col_ld + n * cx->col_img;
@@ -299,7 +332,10 @@ static void col2im_range(void* vctx, int64_t begin, int64_t end, int tid) {
           const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
           if (ih < 0 || ih >= g->H) continue;
           const float* r = row + oh * g->oW;
-          if (cs == 1 && g->sw == 1) axpy_f32(gp + ih * rs + ow0 + off, r + ow0, 1.0f, ow1 - ow0);
+          if (cs == 1 && g->sw == 1) { /* inline: rows are short on small planes */
+            float* d = gp + ih * rs + off;
+            for (int64_t ow = ow0; ow < ow1; ow++) d[ow] += r[ow];
+          }
           else
             for (int64_t ow = ow0; ow < ow1; ow++) gp[ih * rs + (ow * g->sw + off) * cs] += r[ow];
         }
@@ -346,12 +382,19 @@ static void gradb_range(void* vctx, int64_t begin, int64_t end, int tid) {
   const conv_geom_t* g = &cx->g;
   const kiln_tensor_t* y = &cx->y;
   const int64_t es = (int64_t)kiln_dtype_size(y->dtype);
+  const int f32 = y->dtype == KILN_DTYPE_F32 && y->strides[3] == 1;
   for (int64_t o = begin; o < end; o++) {
     double s = 0.0;
     for (int64_t n = 0; n < g->N; n++)
-      for (int64_t h = 0; h < g->oH; h++)
-        for (int64_t w = 0; w < g->oW; w++)
-          s += ld_elem(at4(y, n, o, h) + w * y->strides[3] * es, y->dtype);
+      for (int64_t h = 0; h < g->oH; h++) {
+        const char* row = at4(y, n, o, h);
+        if (f32) { /* the same sums in the same order, without a dtype switch per element */
+          const float* f = (const float*)(const void*)row;
+          for (int64_t w = 0; w < g->oW; w++) s += f[w];
+        } else {
+          for (int64_t w = 0; w < g->oW; w++) s += ld_elem(row + w * y->strides[3] * es, y->dtype);
+        }
+      }
     cx->gb[o] = s;
   }
 }
