@@ -273,6 +273,32 @@ kiln_status_t kiln_graph_adaptive_avg_pool2d(kiln_graph_t* g, int x, int64_t out
 kiln_status_t kiln_graph_adaptive_avg_pool2d_backward(kiln_graph_t* g, int grad_out,
                                                       int64_t in_h, int64_t in_w, int* out_vid);
 
+/* ==== indexing (kiln/kernels/index.h semantics) ============================================ */
+/* Indices outside their dim are OUT_OF_RANGE errors at run time (kiln_exec_run). */
+
+/* torch.gather(x, dim, index): index i64 of x's rank, index.shape[d] <= x.shape[d] for d != dim;
+ * the result has index's shape and x's dtype. */
+kiln_status_t kiln_graph_gather(kiln_graph_t* g, int x, int dim, int index, int* out_vid);
+/* torch.index_select(x, dim, index): index i32/i64 of rank 0 or 1; x's shape with shape[dim] =
+ * numel(index). */
+kiln_status_t kiln_graph_index_select(kiln_graph_t* g, int x, int dim, int index, int* out_vid);
+/* Functional scatter: a copy of self with src (or, with src -1, the scalar `value`) scattered
+ * along dim at index (i64, self's rank) with `reduce` (a kiln_scatter_reduce_t: scatter,
+ * scatter_add, scatter_reduce; include_self as torch's). src has self's dtype; the index shape
+ * fits src and self as kiln_kernel_scatter requires. */
+kiln_status_t kiln_graph_scatter(kiln_graph_t* g, int self, int dim, int index, int src,
+                                 double value, int reduce, int include_self, int* out_vid);
+
+/* aten.index.Tensor: self[indices] with n_indices (<= self's rank) entries lined up with self's
+ * leading dims, each -1 (a full slice) or an i32/i64 value; the non-absent ones must share one
+ * shape (broadcast them first, e.g. with kiln_graph_expand). Result shape as kiln_kernel_index. */
+kiln_status_t kiln_graph_index(kiln_graph_t* g, int self, int n_indices, const int* indices,
+                               int* out_vid);
+/* aten.index_put (functional): a copy of self with values (self's dtype, broadcast to the
+ * indexed shape) stored (accumulate 0) or added (accumulate != 0) at self[indices]. */
+kiln_status_t kiln_graph_index_put(kiln_graph_t* g, int self, int n_indices, const int* indices,
+                                   int values, int accumulate, int* out_vid);
+
 /* ==== outputs and queries =================================================================== */
 
 /* Appends `vid` to the graph's outputs (output k = k-th call; a value may be output twice).

@@ -628,6 +628,65 @@ kiln_status_t kiln_graph_sdpa_backward(kiln_graph_t* g, int grad_out, int q, int
   return addn(g, &s, grad_q, grad_k, grad_v, "kiln_graph_sdpa_backward");
 }
 
+/* ---- indexing ------------------------------------------------------------------------------ */
+
+kiln_status_t kiln_graph_gather(kiln_graph_t* g, int x, int dim, int index, int* out_vid) {
+  int in[2] = {x, index};
+  gx_spec s = spec(GX_OP_GATHER, 2, in);
+  s.i[0] = dim;
+  s.n_i = 1;
+  return add1(g, &s, out_vid, "kiln_graph_gather");
+}
+
+kiln_status_t kiln_graph_index_select(kiln_graph_t* g, int x, int dim, int index, int* out_vid) {
+  int in[2] = {x, index};
+  gx_spec s = spec(GX_OP_INDEX_SELECT, 2, in);
+  s.i[0] = dim;
+  s.n_i = 1;
+  return add1(g, &s, out_vid, "kiln_graph_index_select");
+}
+
+kiln_status_t kiln_graph_scatter(kiln_graph_t* g, int self, int dim, int index, int src,
+                                 double value, int reduce, int include_self, int* out_vid) {
+  int in[3] = {self, index, src};
+  gx_spec s = spec(GX_OP_SCATTER, 3, in);
+  s.sub = reduce;
+  s.i[0] = dim;
+  s.i[1] = include_self != 0;
+  s.n_i = 2;
+  s.f[0] = value;
+  return add1(g, &s, out_vid, "kiln_graph_scatter");
+}
+
+static kiln_status_t index_common(kiln_graph_t* g, int op, int self, int n_indices,
+                                  const int* indices, int values, int accumulate, int* out_vid,
+                                  const char* what) {
+  if (n_indices < 0 || n_indices > KILN_MAX_DIMS)
+    return BADARG("%s: %d indices (at most %d)", what, n_indices, KILN_MAX_DIMS);
+  if (n_indices > 0 && !indices) return BADARG("%s: NULL indices", what);
+  const int put = op == GX_OP_INDEX_PUT;
+  int in[2 + KILN_MAX_DIMS];
+  in[0] = self;
+  if (put) in[1] = values;
+  for (int k = 0; k < n_indices; k++) in[1 + put + k] = indices[k];
+  gx_spec s = spec(op, 1 + put + n_indices, in);
+  s.i[0] = accumulate != 0;
+  s.n_i = put;
+  return add1(g, &s, out_vid, what);
+}
+
+kiln_status_t kiln_graph_index(kiln_graph_t* g, int self, int n_indices, const int* indices,
+                               int* out_vid) {
+  return index_common(g, GX_OP_INDEX, self, n_indices, indices, -1, 0, out_vid,
+                      "kiln_graph_index");
+}
+
+kiln_status_t kiln_graph_index_put(kiln_graph_t* g, int self, int n_indices, const int* indices,
+                                   int values, int accumulate, int* out_vid) {
+  return index_common(g, GX_OP_INDEX_PUT, self, n_indices, indices, values, accumulate, out_vid,
+                      "kiln_graph_index_put");
+}
+
 /* ---- CNN ops ------------------------------------------------------------------------------- */
 
 static kiln_status_t put_pairs(gx_spec* s, int at, const int64_t* a, int64_t dflt0, int64_t dflt1,

@@ -8,6 +8,7 @@
 #include "kiln/kernels/conv.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/gemm.h"
+#include "kiln/kernels/index.h"
 #include "kiln/kernels/nn.h"
 #include "kiln/kernels/reduce.h"
 #include "kiln/parallel.h"
@@ -185,6 +186,18 @@ kiln_status_t gx_run_node(const kiln_graph_t* g, const gx_node* n, kiln_tensor_t
                                              (int)n->i[7], n->i[8], out[0]);
     case GX_OP_ADAPTIVE_POOL: return kiln_kernel_adaptive_avg_pool2d(in[0], out[0]);
     case GX_OP_ADAPTIVE_POOL_BW: return kiln_kernel_adaptive_avg_pool2d_backward(in[0], out[0]);
+    case GX_OP_GATHER: return kiln_kernel_gather(in[0], (int)n->i[0], in[1], out[0]);
+    case GX_OP_INDEX_SELECT: return kiln_kernel_index_select(in[0], (int)n->i[0], in[1], out[0]);
+    case GX_OP_SCATTER:
+      KILN_RETURN_IF_ERROR(kiln_kernel_copy(in[0], out[0]));
+      return kiln_kernel_scatter(out[0], (int)n->i[0], in[1], in[2], n->f[0],
+                                 (kiln_scatter_reduce_t)n->sub, (int)n->i[1]);
+    case GX_OP_INDEX:
+      return kiln_kernel_index(in[0], (const kiln_tensor_t* const*)(in + 1), n->n_in - 1, out[0]);
+    case GX_OP_INDEX_PUT:
+      KILN_RETURN_IF_ERROR(kiln_kernel_copy(in[0], out[0]));
+      return kiln_kernel_index_put(out[0], (const kiln_tensor_t* const*)(in + 2), n->n_in - 2,
+                                   in[1], (int)n->i[0]);
     case GX_OP_GEMM: return run_gemm(n, in, out[0]);
     default:
       return kiln_error(KILN_ERROR_INTERNAL, "kiln graph: cannot run op %s", gx_op_name(n->op));

@@ -59,6 +59,11 @@ enum {
   GX_OP_AVG_POOL_BW,
   GX_OP_ADAPTIVE_POOL,
   GX_OP_ADAPTIVE_POOL_BW,
+  GX_OP_GATHER,
+  GX_OP_INDEX_SELECT,
+  GX_OP_SCATTER,
+  GX_OP_INDEX,
+  GX_OP_INDEX_PUT,
   GX_OP_BUILD_COUNT, /* ops below are made by the compiler only, never serialized */
   GX_OP_FUSED = 100, /* a fused pointwise group; aux = group index */
   GX_OP_GEMM,        /* f32 GEMM with epilogue: in a, b, bias, residual; i[0] act, i[1] axis */

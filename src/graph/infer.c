@@ -33,6 +33,10 @@
  *   AVG_POOL_BW  AVG_POOL's i[0..9), i[9..11) input H, W; in g
  *   ADAPTIVE_POOL    i[0..2) output H, W; in x
  *   ADAPTIVE_POOL_BW i[0..2) input H, W; in g
+ *   GATHER / INDEX_SELECT  i[0] dim; in x index
+ *   SCATTER      sub reduce, i[0] dim, i[1] include_self, f[0] value; in self index src(-1)
+ *   INDEX        in self idx...(-1 = full slice)
+ *   INDEX_PUT    i[0] accumulate; in self values idx...(-1 = full slice)
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,6 +46,7 @@
 #include "kiln/dtype.h"
 #include "kiln/kernels/conv.h"
 #include "kiln/kernels/elementwise.h"
+#include "kiln/kernels/index.h"
 #include "kiln/kernels/nn.h"
 #include "kiln/kernels/reduce.h"
 
@@ -145,6 +150,14 @@ static int unary_bool_result(int op) {
 static kiln_tensor_t desc(const gx_value* v) {
   kiln_tensor_t t;
   kiln_tensor_init_contiguous(&t, NULL, (kiln_dtype_t)v->dtype, v->ndim, v->shape);
+  return t;
+}
+
+/* desc() for a shape-only query that rejects NULL data: a dummy address, never dereferenced. */
+static kiln_tensor_t desc_nonnull(const gx_value* v) {
+  static _Alignas(64) char dummy[64];
+  kiln_tensor_t t = desc(v);
+  t.data = dummy;
   return t;
 }
 
@@ -721,6 +734,88 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       set_out(o, 0, gr->dtype, gr->ndim, shp);
       return KILN_OK;
     }
+    case GX_OP_GATHER:
+    case GX_OP_INDEX_SELECT:
+    case GX_OP_SCATTER: {
+      const gx_value* x = V(0);
+      const gx_value* ix = V(1);
+      int d;
+      if (!norm_dim(s->i[0], x->ndim, &d))
+        return BADARG("%s: dim %lld out of range for rank %d", what, (long long)s->i[0], x->ndim);
+      s->i[0] = d;
+      if (s->op == GX_OP_INDEX_SELECT) {
+        if (!is_index(ix->dtype) || ix->ndim > 1)
+          return BADARG("%s: index %s (%s) must be a 0-d or 1-d i32/i64 tensor", what, SH(b1, ix),
+                        kiln_dtype_name(ix->dtype));
+        memcpy(shp, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+        if (x->ndim > 0) shp[d] = ix->numel;
+        else if (ix->numel != 1) return BADARG("%s: %lld indices into a 0-d tensor", what, (long long)ix->numel);
+        set_out(o, 0, x->dtype, x->ndim, shp);
+        return KILN_OK;
+      }
+      if (ix->dtype != KILN_DTYPE_I64 || (ix->ndim != x->ndim && !(ix->ndim <= 1 && x->ndim <= 1)))
+        return BADARG("%s: index %s (%s) must be i64 of rank %d", what, SH(b1, ix),
+                      kiln_dtype_name(ix->dtype), x->ndim);
+      for (int k = 0; k < ix->ndim && k < x->ndim; k++)
+        if (k != d && ix->shape[k] > x->shape[k])
+          return BADARG("%s: index %s is larger than %s outside dim %d", what, SH(b1, ix),
+                        SH(b2, x), d);
+      if (s->op == GX_OP_GATHER) {
+        set_out(o, 0, x->dtype, ix->ndim, ix->shape);
+        return KILN_OK;
+      }
+      if (s->sub < 0 || s->sub >= KILN_SCATTER_COUNT) return BADARG("%s: bad reduce %d", what, s->sub);
+      if (s->in[2] >= 0) {
+        const gx_value* src = V(2);
+        if (src->dtype != x->dtype || src->ndim != ix->ndim)
+          return BADARG("%s: src %s (%s) must have self's dtype %s and index's rank", what,
+                        SH(b1, src), kiln_dtype_name(src->dtype), kiln_dtype_name(x->dtype));
+        for (int k = 0; k < ix->ndim; k++)
+          if (ix->shape[k] > src->shape[k])
+            return BADARG("%s: index %s is larger than src %s", what, SH(b1, ix), SH(b2, src));
+      }
+      if (s->sub == KILN_SCATTER_MEAN && x->dtype == KILN_DTYPE_BOOL)
+        return BADARG("%s: mean of bool", what);
+      set_out(o, 0, x->dtype, x->ndim, x->shape);
+      return KILN_OK;
+    }
+    case GX_OP_INDEX:
+    case GX_OP_INDEX_PUT: {
+      const int put = s->op == GX_OP_INDEX_PUT;
+      const gx_value* x = V(0);
+      const int ni = s->n_in - 1 - put;
+      if (ni < 0 || ni > x->ndim)
+        return BADARG("%s: %d indices for a rank-%d tensor", what, ni, x->ndim);
+      kiln_tensor_t tx = desc_nonnull(x), ti[KILN_MAX_DIMS];
+      const kiln_tensor_t* tp[KILN_MAX_DIMS];
+      for (int k = 0; k < ni; k++) {
+        const int v = s->in[1 + put + k];
+        tp[k] = NULL;
+        if (v < 0) continue;
+        if (!is_index(g->values[v].dtype))
+          return BADARG("%s: index %d is %s, not i32/i64", what, k,
+                        kiln_dtype_name((kiln_dtype_t)g->values[v].dtype));
+        ti[k] = desc_nonnull(&g->values[v]);
+        tp[k] = &ti[k];
+      }
+      int32_t rnd;
+      kiln_status_t st = kiln_kernel_index_shape(&tx, tp, ni, &rnd, shp);
+      if (st != KILN_OK) return reraise(st, what);
+      if (!put) {
+        set_out(o, 0, x->dtype, rnd, shp);
+        return KILN_OK;
+      }
+      const gx_value* vals = V(1);
+      if (vals->dtype != x->dtype)
+        return BADARG("%s: values dtype %s differs from self's %s", what,
+                      kiln_dtype_name(vals->dtype), kiln_dtype_name(x->dtype));
+      if (!gx_broadcasts_to(vals->shape, vals->ndim, shp, rnd))
+        return BADARG("%s: shape mismatch: values %s do not broadcast to the indexed shape %s",
+                      what, SH(b1, vals), gx_fmt_shape(b2, shp, rnd));
+      s->i[0] = s->i[0] != 0;
+      set_out(o, 0, x->dtype, x->ndim, x->shape);
+      return KILN_OK;
+    }
     case GX_OP_ADAPTIVE_POOL: {
       const gx_value* x = V(0);
       if (!is_float(x->dtype) || (x->ndim != 3 && x->ndim != 4))
@@ -754,6 +849,9 @@ static int input_optional(int op, int k) {
     case GX_OP_SDPA: return k == 3;
     case GX_OP_SDPA_BW: return k == 6;
     case GX_OP_CONV: return k == 2;
+    case GX_OP_SCATTER: return k == 2;
+    case GX_OP_INDEX: return k >= 1;
+    case GX_OP_INDEX_PUT: return k >= 2;
     default: return 0;
   }
 }
@@ -768,19 +866,24 @@ static int expected_inputs(int op) {
     case GX_OP_EMBEDDING:
     case GX_OP_EMBEDDING_BW:
     case GX_OP_MAX_POOL_BW:
+    case GX_OP_GATHER:
+    case GX_OP_INDEX_SELECT:
     case GX_OP_RMS_NORM: return 2;
     case GX_OP_TERNARY:
     case GX_OP_ADDMM:
     case GX_OP_LAYER_NORM:
     case GX_OP_CONV:
     case GX_OP_CONV_BW:
+    case GX_OP_SCATTER:
     case GX_OP_NLL_LOSS: return 3;
     case GX_OP_RMS_NORM_BW:
     case GX_OP_SDPA: return 4;
     case GX_OP_LAYER_NORM_BW:
     case GX_OP_NLL_LOSS_BW: return 5;
     case GX_OP_SDPA_BW: return 7;
-    case GX_OP_CAT: return -1;
+    case GX_OP_CAT:
+    case GX_OP_INDEX:
+    case GX_OP_INDEX_PUT: return -1;
     default: return 1;
   }
 }

@@ -2,6 +2,7 @@
 #include <time.h>
 
 #include "kiln/kernels/conv.h"
+#include "kiln/kernels/index.h"
 #include "test_graph_util.h"
 
 #define F32 KILN_DTYPE_F32
@@ -155,6 +156,73 @@ KT_TEST(cnn_ops_vs_kernels) {
   free(w);
   free(b);
   free(ga);
+}
+
+/* gather / index_select / scatter / index / index_put nodes vs the kernels; bad shapes fail at
+ * build time, an index out of range at run time (OUT_OF_RANGE, not a crash). */
+KT_TEST(indexing_ops_vs_kernels) {
+  int64_t xs[2] = {5, 7}, is[2] = {5, 3}, ss[1] = {4}, ps[1] = {3}, vs[2] = {3, 7};
+  float* x = gt_randf(35);
+  float* src = gt_randf(15);
+  float* vals = gt_randf(21);
+  int64_t gidx[15], sel[4] = {4, 0, 2, 2}, pidx[3] = {1, 3, 1};
+  for (int i = 0; i < 15; i++) gidx[i] = (i * 5 + 3) % 7;
+  float r_g[15], r_s[20], r_sc[35], r_ix[21], r_ip[35];
+  kiln_tensor_t X = gt_t(x, F32, 2, xs), GI = gt_t(gidx, KILN_DTYPE_I64, 2, is),
+                SRC = gt_t(src, F32, 2, is), SEL = gt_t(sel, KILN_DTYPE_I64, 1, ss),
+                PI = gt_t(pidx, KILN_DTYPE_I64, 1, ps), VAL = gt_t(vals, F32, 2, vs);
+  int64_t sels[2] = {5, 4};
+  kiln_tensor_t RG = gt_t(r_g, F32, 2, is), RS = gt_t(r_s, F32, 2, sels),
+                RSC = gt_t(r_sc, F32, 2, xs), RIX = gt_t(r_ix, F32, 2, vs),
+                RIP = gt_t(r_ip, F32, 2, xs);
+  KT_OK(kiln_kernel_gather(&X, 1, &GI, &RG));
+  KT_OK(kiln_kernel_index_select(&X, 1, &SEL, &RS));
+  KT_OK(kiln_kernel_copy(&X, &RSC));
+  KT_OK(kiln_kernel_scatter(&RSC, 1, &GI, &SRC, 0.0, KILN_SCATTER_ADD, 1));
+  const kiln_tensor_t* pl[1] = {&PI};
+  KT_OK(kiln_kernel_index(&X, pl, 1, &RIX));
+  KT_OK(kiln_kernel_copy(&X, &RIP));
+  KT_OK(kiln_kernel_index_put(&RIP, pl, 1, &VAL, 1));
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int vx, vgi, vsrc, vsel, vpi, vval, og, os, osc, oix, oip, bad;
+  KT_OK(kiln_graph_input(g, F32, 2, xs, &vx));
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 2, is, &vgi));
+  KT_OK(kiln_graph_input(g, F32, 2, is, &vsrc));
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 1, ss, &vsel));
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 1, ps, &vpi));
+  KT_OK(kiln_graph_input(g, F32, 2, vs, &vval));
+  KT_OK(kiln_graph_gather(g, vx, -1, vgi, &og));
+  KT_OK(kiln_graph_index_select(g, vx, 1, vsel, &os));
+  KT_OK(kiln_graph_scatter(g, vx, 1, vgi, vsrc, 0.0, KILN_SCATTER_ADD, 1, &osc));
+  KT_OK(kiln_graph_index(g, vx, 1, &vpi, &oix));
+  KT_OK(kiln_graph_index_put(g, vx, 1, &vpi, vval, 1, &oip));
+  KT_CHECK(kiln_graph_gather(g, vx, 1, vsel, &bad) == KILN_ERROR_INVALID_ARGUMENT);  /* rank */
+  KT_CHECK(kiln_graph_gather(g, vx, 1, vsrc, &bad) == KILN_ERROR_INVALID_ARGUMENT);  /* dtype */
+  KT_CHECK(kiln_graph_index_select(g, vx, 2, vsel, &bad) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_graph_index_put(g, vx, 1, &vpi, vsrc, 0, &bad) == KILN_ERROR_INVALID_ARGUMENT);
+  int three[3] = {vpi, vpi, vpi};
+  KT_CHECK(kiln_graph_index(g, vx, 3, three, &bad) == KILN_ERROR_INVALID_ARGUMENT);
+  int outv[5] = {og, os, osc, oix, oip};
+  for (int k = 0; k < 5; k++) KT_OK(kiln_graph_output(g, outv[k]));
+  kiln_exec_t* e;
+  KT_OK(kiln_graph_compile(g, &e));
+  float o_g[15], o_s[20], o_sc[35], o_ix[21], o_ip[35];
+  void* ins[6] = {x, gidx, src, sel, pidx, vals};
+  void* outs[5] = {o_g, o_s, o_sc, o_ix, o_ip};
+  KT_OK(kiln_exec_run(e, 6, ins, 5, outs));
+  KT_CHECK(memcmp(o_g, r_g, sizeof o_g) == 0);
+  KT_CHECK(memcmp(o_s, r_s, sizeof o_s) == 0);
+  KT_CHECK(memcmp(o_sc, r_sc, sizeof o_sc) == 0);
+  KT_CHECK(memcmp(o_ix, r_ix, sizeof o_ix) == 0);
+  KT_CHECK(memcmp(o_ip, r_ip, sizeof o_ip) == 0);
+  sel[1] = 7; /* out of range */
+  KT_CHECK(kiln_exec_run(e, 6, ins, 5, outs) == KILN_ERROR_OUT_OF_RANGE);
+  kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+  free(x);
+  free(src);
+  free(vals);
 }
 
 KT_TEST(argmax_and_keepdim) {

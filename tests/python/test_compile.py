@@ -53,7 +53,7 @@ DTYPE_SAMPLES = [(torch.float32, 3), (torch.float16, 1), (torch.bfloat16, 1), (t
 COMPOSITES = {"nn.functional.layer_norm", "nn.functional.cross_entropy", "nn.functional.nll_loss",
               "nn.functional.linear", "stack", "square", "nn.functional.softmin",
               "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.max_pool2d",
-              "nn.functional.batch_norm"}
+              "nn.functional.batch_norm", "__getitem__", "take", "take_along_dim"}
 # Name-matched OpInfos that are not run, with the reason.
 EXCLUDE = {
     "sparse.mm": "sparse input",
@@ -674,3 +674,33 @@ def test_compile_flags_env_turns_passes_off(monkeypatch):
     monkeypatch.setenv("TORCH_KILN_COMPILE_FLAGS", "no_such_pass")
     with pytest.raises(Exception, match="unknown flag 'no_such_pass'"):
         torch.compile(fn, backend="kiln", dynamic=False)(x)
+
+
+def test_indexing_forward_backward_compiled_no_splits():
+    """gather / index_select / advanced indexing and their backwards (scatter_add, index_put with
+    accumulate) lower without graph splits and match eager kiln; an i32 gather index is cast."""
+    g = torch.Generator().manual_seed(5)
+    x0 = torch.randn(6, 9, generator=g)
+    idx = torch.randint(0, 9, (6, 4), generator=g).to(KILN)
+    idx32 = idx.to(torch.int32)
+    sel = torch.tensor([3, 0, 5, 5]).to(KILN)
+    rows, cols = torch.tensor([[0], [4]]).to(KILN), torch.tensor([1, 8, 8]).to(KILN)
+
+    def fn(x):
+        a = (x.gather(1, idx) * 2).sum() + x.gather(1, idx32).sum()
+        b = torch.index_select(x, 0, sel).pow(2).sum()
+        c = (x[rows, cols] * 3).sum()  # broadcast [2, 1] x [3] advanced index
+        return a + b + c
+
+    def run(f):
+        x = x0.to(KILN).requires_grad_()
+        y = f(x)
+        y.backward()
+        return y.detach().cpu(), x.grad.cpu()
+
+    want = run(fn)
+    n_split = len(graph_splits)
+    got = run(torch.compile(fn, backend="kiln", dynamic=False))
+    assert graph_splits[n_split:] == []
+    torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)

@@ -665,6 +665,81 @@ def _sdpa_bwd(b, node, args, kwargs):
     return (_VID(gq.value), _VID(gk.value), _VID(gv.value), None)
 
 
+# ---- indexing --------------------------------------------------------------------------------
+
+def _i64_index(b, ix):
+    """kiln's gather / scatter kernels take i64 indices; torch also accepts i32 ones."""
+    dt, _ = b.info(ix)
+    return ix if dt == DTYPES[torch.int64] else b._vid(lib.kiln_graph_cast, ix, DTYPES[torch.int64])
+
+
+@lowers(aten.gather.default)
+def _gather(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_gather, V(args[0]), int(args[1]), _i64_index(b, V(args[2]))))
+
+
+@lowers(aten.index_select.default)
+def _index_select(b, node, args, kwargs):
+    return _VID(b._vid(lib.kiln_graph_index_select, V(args[0]), int(args[1]), V(args[2])))
+
+
+_SCATTER_REDUCE = {"add": "KILN_SCATTER_ADD", "multiply": "KILN_SCATTER_MULTIPLY", "sum": "KILN_SCATTER_SUM",
+                   "prod": "KILN_SCATTER_PROD", "mean": "KILN_SCATTER_MEAN", "amax": "KILN_SCATTER_AMAX",
+                   "amin": "KILN_SCATTER_AMIN"}
+
+
+@lowers(aten.scatter.src, aten.scatter.value, aten.scatter_add.default, aten.scatter_reduce.two,
+        aten.scatter.reduce, aten.scatter.value_reduce)
+def _scatter(b, node, args, kwargs):
+    t = node.target
+    src, value = (args[3], 0.0) if isinstance(args[3], _VID) else (None, args[3])
+    if t is aten.scatter_add.default:
+        mode = "KILN_SCATTER_ADD"
+    elif t in (aten.scatter.src, aten.scatter.value):
+        mode = "KILN_SCATTER_NONE"
+    else:
+        mode = _SCATTER_REDUCE.get(args[4] if len(args) > 4 else kwargs.get("reduce"))
+        if mode is None:
+            raise Unsupported(f"scatter reduce {args[4] if len(args) > 4 else kwargs.get('reduce')!r}")
+    include_self = kwargs.get("include_self", True)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, int) and abs(value) > 2 ** 53):
+        raise Unsupported(f"scatter value {value!r}")
+    return _VID(b._vid(lib.kiln_graph_scatter, V(args[0]), int(args[1]), _i64_index(b, V(args[2])), _opt(src),
+                       float(value),
+                       E[mode], int(bool(include_self))))
+
+
+def _index_list(b, node, indices):
+    """The index list of aten.index / index_put as value ids (-1 = full slice), the non-absent
+    entries expanded to their common shape (kiln's kernels take pre-broadcast indices)."""
+    metas = [_meta(n) if n is not None else None for n in node.args[1]]
+    shape = torch.broadcast_shapes(*[m.shape for m in metas if m is not None])
+    ids = []
+    for v, m in zip(indices, metas):
+        if v is None:
+            ids.append(-1)
+        elif tuple(m.shape) == tuple(shape):
+            ids.append(int(v))
+        else:
+            arr, n = _i64s(shape)
+            ids.append(b._vid(lib.kiln_graph_expand, V(v), n, arr))
+    return (ctypes.c_int * max(len(ids), 1))(*ids), len(ids)
+
+
+@lowers(aten.index.Tensor)
+def _index(b, node, args, kwargs):
+    arr, n = _index_list(b, node, args[1])
+    return _VID(b._vid(lib.kiln_graph_index, V(args[0]), n, arr))
+
+
+@lowers(aten.index_put.default)
+def _index_put(b, node, args, kwargs):
+    arr, n = _index_list(b, node, args[1])
+    acc = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    return _VID(b._vid(lib.kiln_graph_index_put, V(args[0]), n, arr, b.tensor(args[2]), int(bool(acc))))
+
+
 # ---- CNN ops -------------------------------------------------------------------------------
 
 def _pair(v, name, default=None):
@@ -838,6 +913,13 @@ def unsupported_reason(node):
         r = _cnn_reason(node)
         if r:
             return r
+    if node.target in (aten.index.Tensor, aten.index_put.default):
+        for ix in node.args[1]:
+            m = _meta(ix) if ix is not None else None
+            if m is not None and m.dtype not in (torch.int32, torch.int64):
+                return f"{node.target}: {m.dtype} index (kiln lowers integer indices)"
+        if node.target is aten.index_put.default and not isinstance(node.args[2], torch.fx.Node):
+            return f"{node.target}: scalar values"
     v = _meta(node)
     if v is None or not static_val(v):
         return f"{node.target}: dynamic shape or dtype kiln lacks"
