@@ -249,35 +249,12 @@ typedef struct conv_ctx {
   double* gb;              /* grad_b sums */
 } conv_ctx_t;
 
-/* im2col rows for f32 x with unit-stride rows and stride-1 windows: short rows (oW of 8 or 16
- * on small planes) are copied by inline loops, not a memset / memcpy / memset call each. */
+/* Fills the kH*kW rows of channel c of image n (index i = n_local*C + c). Rows of f32 x with
+ * unit-stride rows and stride-1 windows (oW of 8 or 16 on small planes) are copied by inline
+ * loops, not a memset / memcpy / memset call each (GCC's loop-to-memcpy pass is off here). */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
-static void im2col_plane_f32(const conv_ctx_t* cx, int64_t n, int64_t c) {
-  const conv_geom_t* g = &cx->g;
-  const float* xp = (const float*)(void*)at4(&cx->x, cx->n0 + n, c, 0);
-  const int64_t rs = cx->x.strides[2], oW = g->oW;
-  for (int64_t kh = 0; kh < g->kH; kh++)
-    for (int64_t kw = 0; kw < g->kW; kw++) {
-      float* row = cx->col + ((c * g->kH + kh) * g->kW + kw) * cx->col_ld + n * cx->col_img;
-      int64_t off, ow0, ow1;
-      tap_cols(g, kw, &off, &ow0, &ow1);
-      for (int64_t oh = 0; oh < g->oH; oh++) {
-        float* r = row + oh * oW;
-        const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
-        int64_t ow = 0;
-        if (ih >= 0 && ih < g->H) {
-          const float* sp = xp + ih * rs + off;
-          for (; ow < ow0; ow++) r[ow] = 0.0f;
-          for (; ow < ow1; ow++) r[ow] = sp[ow];
-        }
-        for (; ow < oW; ow++) r[ow] = 0.0f;
-      }
-    }
-}
-
-/* Fills the kH*kW rows of channel c of image n (index i = n_local*C + c). */
 static void im2col_range(void* vctx, int64_t begin, int64_t end, int tid) {
   (void)tid;
   const conv_ctx_t* cx = vctx;
@@ -286,10 +263,6 @@ static void im2col_range(void* vctx, int64_t begin, int64_t end, int tid) {
   const int fast = cx->x.dtype == KILN_DTYPE_F32 && s3 == 1 && g->sw == 1;
   for (int64_t i = begin; i < end; i++) {
     const int64_t n = i / g->C, c = i % g->C;
-    if (fast) {
-      im2col_plane_f32(cx, n, c);
-      continue;
-    }
     for (int64_t kh = 0; kh < g->kH; kh++)
       for (int64_t kw = 0; kw < g->kW; kw++) {
         float* row = cx->col + ((c * g->kH + kh) * g->kW + kw) * cx->col_ld + n * cx->col_img;
@@ -302,9 +275,17 @@ static void im2col_range(void* vctx, int64_t begin, int64_t end, int tid) {
             memset(r, 0, (size_t)g->oW * sizeof(float));
             continue;
           }
+          const char* src = at4(&cx->x, cx->n0 + n, c, ih) + (ow0 * g->sw + off) * s3 * es;
+          if (fast) {
+            const float* sp = (const float*)(const void*)src; /* column ow0 */
+            int64_t ow = 0;
+            for (; ow < ow0; ow++) r[ow] = 0.0f;
+            for (; ow < ow1; ow++) r[ow] = sp[ow - ow0];
+            for (; ow < g->oW; ow++) r[ow] = 0.0f;
+            continue;
+          }
           memset(r, 0, (size_t)ow0 * sizeof(float));
-          load_run(at4(&cx->x, cx->n0 + n, c, ih) + (ow0 * g->sw + off) * s3 * es, g->sw * s3,
-                   cx->x.dtype, ow1 - ow0, r + ow0);
+          load_run(src, g->sw * s3, cx->x.dtype, ow1 - ow0, r + ow0);
           memset(r + ow1, 0, (size_t)(g->oW - ow1) * sizeof(float));
         }
       }
