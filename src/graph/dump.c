@@ -75,6 +75,7 @@ static void node_attrs(sink_t* s, const gx_node* n) {
          (int)n->i[1], (int)n->i[2], (int)n->i[3], (long long)n->i[6], (long long)n->i[7],
          (long long)n->i[8], n->f[0]);
       if (n->in[3] >= 0) sp(s, " residual=%s", n->i[10] == KILN_GEMM_RESIDUAL_MUL ? "mul" : "add");
+      if (n->n_in > 4) sp(s, " b=stacked weights (%d, read in place)", n->n_in - 4);
       break;
     case GX_OP_FUSED: sp(s, " group=%d", n->aux); break;
     case GX_OP_LAYER_NORM:
@@ -304,14 +305,14 @@ static void dump_stats(sink_t* s, const kiln_exec_t* e) {
   sp(s, "stats: nodes %lld -> %lld, kernels/run %lld, fused groups %lld (%lld nodes, %lld "
      "reductions), epilogues %lld (%lld ops), dce %lld, cse %lld, folded %lld, views %lld "
      "(%lld copies), in-place %lld, output copies %lld, cats elided %lld, sibling merges %lld, gemms merged %lld, "
-     "groups hoisted %lld, arena %lld / %lld bytes\n",
+     "groups hoisted %lld, weight cats read in place %lld, arena %lld / %lld bytes\n",
      (long long)t->n_nodes_before, (long long)t->n_nodes_after, (long long)t->n_kernels_per_run,
      (long long)t->n_fused_groups, (long long)t->n_fused_nodes, (long long)t->n_reduce_fused,
      (long long)t->n_epilogues, (long long)t->n_epilogue_ops, (long long)t->n_dce,
      (long long)t->n_cse, (long long)t->n_folded, (long long)t->n_views,
      (long long)t->n_view_copies, (long long)t->n_inplace, (long long)t->n_output_copies,
      (long long)t->n_cats_elided, (long long)t->n_sibling_merges, (long long)t->n_gemms_merged,
-     (long long)t->n_groups_hoisted, (long long)t->arena_bytes, (long long)t->intermediates_bytes);
+     (long long)t->n_groups_hoisted, (long long)t->n_weight_cats_read_in_place, (long long)t->arena_bytes, (long long)t->intermediates_bytes);
 }
 
 typedef struct {

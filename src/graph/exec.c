@@ -54,9 +54,11 @@ static kiln_tensor_t keepdim_view(const kiln_tensor_t* out, int x_ndim, uint32_t
 }
 
 /* GX_OP_GEMM: i[0] activation, i[1] bias axis, i[2] trans_a, i[3] trans_b, i[4] lda, i[5] ldb,
- * i[6] M, i[7] N, i[8] K, i[9] ldr, i[10] residual op (kiln_gemm_residual_op_t); f[0] alpha. Inputs a, b, bias (-1), residual (-1). The
+ * i[6] M, i[7] N, i[8] K, i[9] ldr, i[10] residual op (kiln_gemm_residual_op_t); f[0] alpha. Inputs a, b, bias (-1), residual (-1), then
+ * optionally stacked weights W_0.. (b is -1 then: B = [W_0; W_1; ..]^T, read in place). The
  * geometry was checked against the layouts when the node was made (fusion.c). */
 static kiln_status_t run_gemm(const gx_node* n, kiln_tensor_t* const* in, kiln_tensor_t* out) {
+  const int64_t ldc = n->i[7] > 0 ? n->i[7] : 1;
   kiln_gemm_epilogue_t ep;
   memset(&ep, 0, sizeof ep);
   ep.activation = (int)n->i[0];
@@ -65,9 +67,20 @@ static kiln_status_t run_gemm(const gx_node* n, kiln_tensor_t* const* in, kiln_t
   ep.residual = in[3] ? in[3]->data : NULL;
   ep.ldr = in[3] ? n->i[9] : 0;
   ep.residual_op = (int)n->i[10];
+  if (n->n_in > 4) { /* B is the stack of weights in[4..], read in place (a [n_s, K] block each) */
+    kiln_gemm_wblock_t blk[KILN_GEMM_MAX_WBLOCKS];
+    const int nb = n->n_in - 4;
+    for (int s = 0; s < nb; s++) {
+      const kiln_tensor_t* w = in[4 + s];
+      blk[s].w = w->data;
+      blk[s].n = w->shape[0];
+      blk[s].ld = w->shape[0] > 1 ? w->strides[0] : (n->i[8] > 1 ? n->i[8] : 1);
+    }
+    return kiln_sgemm_wcat((int)n->i[2], n->i[6], n->i[8], (float)n->f[0], in[0]->data, n->i[4], nb, blk,
+                           0.0f, out->data, ldc, &ep);
+  }
   return kiln_sgemm_ex((int)n->i[2], (int)n->i[3], n->i[6], n->i[7], n->i[8], (float)n->f[0],
-                       in[0]->data, n->i[4], in[1]->data, n->i[5], 0.0f, out->data,
-                       n->i[7] > 0 ? n->i[7] : 1, &ep);
+                       in[0]->data, n->i[4], in[1]->data, n->i[5], 0.0f, out->data, ldc, &ep);
 }
 
 kiln_status_t gx_run_node(const kiln_graph_t* g, const gx_node* n, kiln_tensor_t* const* in,

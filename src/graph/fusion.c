@@ -423,6 +423,33 @@ static int single_consumer(const uses_t* u, const kiln_graph_t* g, int v) {
   return c;
 }
 
+/* The weights of a B that hfuse stacked: b = permute(cat(W_0, .., W_n-1 along dim 0), [1, 0])
+ * of 2-D f32 [n_i, K] weights with unit inner stride, the cat read by nothing else and not a
+ * graph output. The GEMM then reads the W_i in place (kiln_sgemm_wcat) and the cat (a copy of
+ * every weight per run) never runs. Fills w[] and the cat / permute node ids; returns the count
+ * (0: not that form). */
+static int stacked_weights(const kiln_graph_t* g, const uses_t* u, int b, int64_t K, int* w,
+                           int* cat_node, int* perm_node) {
+  const gx_node* pm = &g->nodes[g->values[b].node];
+  if (pm->dead || pm->op != GX_OP_PERMUTE || pm->i[0] != 1 || pm->i[1] != 0) return 0;
+  const int P = pm->in[0];
+  const gx_node* cat = &g->nodes[g->values[P].node];
+  if (cat->dead || cat->op != GX_OP_CAT || gx_cat_elided(cat) || cat->i[0] != 0 ||
+      cat->n_in < 2 || cat->n_in > KILN_GEMM_MAX_WBLOCKS)
+    return 0;
+  if (g->values[P].root != P || u->is_out[P] || u->cnt[P] != 1) return 0;
+  for (int k = 0; k < cat->n_in; k++) {
+    const gx_value* v = &g->values[cat->in[k]];
+    if (v->dtype != KILN_DTYPE_F32 || v->ndim != 2 || v->shape[1] != K || !v->has_layout) return 0;
+    if (K > 1 && v->strides[1] != 1) return 0;
+    if (v->shape[0] > 1 && v->strides[0] < (K > 1 ? K : 1)) return 0;
+    w[k] = cat->in[k];
+  }
+  *cat_node = g->values[P].node;
+  *perm_node = g->values[b].node;
+  return cat->n_in;
+}
+
 kiln_status_t gx_pass_epilogue(kiln_exec_t* e) {
   kiln_graph_t* g = e->wg;
   uses_t u;
@@ -495,10 +522,15 @@ kiln_status_t gx_pass_epilogue(kiln_exec_t* e) {
       cur = un->out[0];
       if (n_abs == 4 || resid >= 0) break;
     }
-    if (n_abs == 0) continue;
-    int in[4] = {m->in[ia], m->in[ia + 1], bias, resid};
+    int in[4 + KILN_GEMM_MAX_WBLOCKS] = {m->in[ia], m->in[ia + 1], bias, resid};
+    int cat_node = -1, perm_node = -1;
+    const int nw = m->op == GX_OP_MATMUL && !ta
+                       ? stacked_weights(g, &u, m->in[1], a->shape[a->ndim - 1], in + 4, &cat_node, &perm_node)
+                       : 0;
+    if (n_abs == 0 && nw == 0) continue;
+    if (nw > 0) in[1] = -1; /* B is read from the weights in[4..] */
     int gid;
-    st = gx_new_node(g, GX_OP_GEMM, 4, in, 1, 0u, &gid);
+    st = gx_new_node(g, GX_OP_GEMM, 4 + nw, in, 1, 0u, &gid);
     if (st != KILN_OK) break;
     gx_node* gn = &g->nodes[gid];
     m = &g->nodes[mid];
@@ -522,8 +554,13 @@ kiln_status_t gx_pass_epilogue(kiln_exec_t* e) {
     g->values[cur].slot = 0;
     m->dead = 1;
     for (int k = 0; k < n_abs; k++) g->nodes[absorbed[k]].dead = 1;
-    order_replace(e, u.pos[absorbed[n_abs - 1]], gid);
-    e->stats.n_epilogues++;
+    if (nw > 0) {
+      g->nodes[cat_node].dead = 1;
+      g->nodes[perm_node].dead = 1;
+      e->stats.n_weight_cats_read_in_place++;
+    }
+    order_replace(e, n_abs ? u.pos[absorbed[n_abs - 1]] : u.pos[mid], gid);
+    e->stats.n_epilogues += n_abs > 0;
     e->stats.n_epilogue_ops += n_abs;
   }
   free_uses(e, &u);

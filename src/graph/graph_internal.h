@@ -66,7 +66,8 @@ enum {
   GX_OP_INDEX_PUT,
   GX_OP_BUILD_COUNT, /* ops below are made by the compiler only, never serialized */
   GX_OP_FUSED = 100, /* a fused pointwise group; aux = group index */
-  GX_OP_GEMM,        /* f32 GEMM with epilogue: in a, b, bias, residual; i[0] act, i[1] axis */
+  GX_OP_GEMM,        /* f32 GEMM with epilogue: in a, b, bias, residual[, stacked weights W_i
+                        (then b is -1)]; i[0] act, i[1] axis (see exec.c) */
 };
 
 #define GX_MAX_I 16

@@ -24,6 +24,11 @@ typedef struct kiln_gemm_src {
   const void* p;
   int64_t rs, cs;
   kiln_dtype_t dtype;
+  /* nblk > 0 (B only, f32): columns are the rows of stacked weight blocks: B(i, j) =
+   * blk[s].w[(j - j_s) * blk[s].ld + i] for the block s whose columns [j_s, j_s + blk[s].n)
+   * hold j (p, rs, cs describe blk[0]). Only the packed path reads such a B. */
+  const kiln_gemm_wblock_t* blk;
+  int nblk;
 } kiln_gemm_src_t;
 
 /* One validated f32 product C = act(alpha*A*B + beta*C + bias) + residual, C row-major with

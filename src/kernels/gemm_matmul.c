@@ -73,7 +73,7 @@ static void copy_bias(const mat_t* o, const mat_t* bias, size_t es) {
 }
 
 static kiln_gemm_src_t src_of(const mat_t* m, kiln_dtype_t dt, int transpose) {
-  kiln_gemm_src_t s = {m->p, transpose ? m->cs : m->rs, transpose ? m->rs : m->cs, dt};
+  kiln_gemm_src_t s = {m->p, transpose ? m->cs : m->rs, transpose ? m->rs : m->cs, dt, NULL, 0};
   return s;
 }
 

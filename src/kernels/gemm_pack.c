@@ -95,9 +95,48 @@ void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t 
 
 #define PACK_B_GROUP 16 /* slivers per row sweep: 1 KB contiguous reads, 16 write streams */
 
+/* kiln_gemm_pack_b of a B stacked from weight blocks (b->nblk > 0): runs of whole slivers inside
+ * one block are packed from that block as a transposed source; a sliver that straddles blocks
+ * is gathered column by column. Same packed values as packing the concatenated weight. */
+static void pack_b_blocks(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,
+                          int64_t nc, int avx2) {
+  int s = 0;
+  int64_t lo = 0; /* block s holds columns [lo, lo + blk[s].n) of B */
+  for (int64_t j = 0; j < nc;) {
+    while (j0 + j >= lo + b->blk[s].n) lo += b->blk[s++].n;
+    const int64_t end = lo + b->blk[s].n - j0; /* relative column where block s ends */
+    int64_t run = (end < nc ? end : nc) - j;
+    if (run >= NR || j + run == nc) {
+      if (j + run < nc) run = run / NR * NR; /* stop at the last whole sliver in the block */
+      const kiln_gemm_src_t one = {b->blk[s].w, 1, b->blk[s].ld, KILN_DTYPE_F32, NULL, 0};
+      kiln_gemm_pack_b(dst + j * kc, &one, p0, j0 + j - lo, kc, run, avx2);
+      j += run;
+      continue;
+    }
+    const int64_t nr = nc - j < NR ? nc - j : NR;
+    float* d = dst + j * kc;
+    int t = s;
+    int64_t tlo = lo;
+    for (int64_t q = 0; q < NR; q++) {
+      if (q >= nr) {
+        for (int64_t p = 0; p < kc; p++) d[p * NR + q] = 0.0f;
+        continue;
+      }
+      while (j0 + j + q >= tlo + b->blk[t].n) tlo += b->blk[t++].n;
+      const float* col = b->blk[t].w + (j0 + j + q - tlo) * b->blk[t].ld + p0;
+      for (int64_t p = 0; p < kc; p++) d[p * NR + q] = col[p];
+    }
+    j += nr;
+  }
+}
+
 /* Packs B rows [p0, p0+kc) x cols [j0, j0+nc) into NR-column slivers. */
 void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,
                       int64_t nc, int avx2) {
+  if (b->nblk > 0) {
+    pack_b_blocks(dst, b, p0, j0, kc, nc, avx2);
+    return;
+  }
   int64_t s0 = 0;
   if (b->dtype == KILN_DTYPE_F32 && b->rs == 1 && b->cs != 1) {
     /* Transposed (B^T row-major): full slivers by 8x8 register transposes, or 16-deep blocks

@@ -50,8 +50,8 @@ static kiln_sgemm_problem_t problem(int ta, int tb, int64_t m, int64_t n, int64_
   pr.k = k;
   pr.alpha = alpha;
   pr.beta = beta;
-  pr.a = ta ? (kiln_gemm_src_t){a, 1, m, KILN_DTYPE_F32} : (kiln_gemm_src_t){a, k, 1, KILN_DTYPE_F32};
-  pr.b = tb ? (kiln_gemm_src_t){b, 1, k, KILN_DTYPE_F32} : (kiln_gemm_src_t){b, n, 1, KILN_DTYPE_F32};
+  pr.a = ta ? (kiln_gemm_src_t){a, 1, m, KILN_DTYPE_F32, NULL, 0} : (kiln_gemm_src_t){a, k, 1, KILN_DTYPE_F32, NULL, 0};
+  pr.b = tb ? (kiln_gemm_src_t){b, 1, k, KILN_DTYPE_F32, NULL, 0} : (kiln_gemm_src_t){b, n, 1, KILN_DTYPE_F32, NULL, 0};
   pr.c = c;
   pr.ldc = ldc;
   pr.ep = ep;
@@ -232,9 +232,9 @@ KT_TEST(sgemm_avx512_pairs_do_not_depend_on_threads) {
   if (!__builtin_cpu_supports("avx512f")) return;
   static const int64_t shp[][3] = {{1024, 768, 128}, {301, 70, 513}, {97, 250, 257}, {130, 48, 40},
                                    {64, 29, 300}, {24, 1000, 200}, {30, 530, 64},
-                                   {300, 144, 64}};
+                                   {300, 144, 64}, {128, 384, 128}, {144, 200, 70}};
   int diff = 0, bad = 0;
-  for (int s = 0; s < 8; s++) {
+  for (int s = 0; s < 10; s++) {
     const int64_t m = shp[s][0], n = shp[s][1], k = shp[s][2];
     const int ta = s & 1, tb = s == 2;
     float* a = fvec(m * k);
@@ -439,4 +439,67 @@ KT_TEST(sgemm_kparallel_matches_serial) {
   kiln_gemm_set_kpar(0);
   KT_CHECK(diff == 0);
   KT_CHECK(bad == 0);
+}
+
+/* kiln_sgemm_wcat reads B as the row-wise stack of weight blocks in place: every shape (straddling
+ * and empty blocks, padded ld, a few rows for the GEMV path, K-slices, epilogues, transposed A)
+ * gives the bits of kiln_sgemm_ex on the concatenated weight; bad blocks are rejected. */
+KT_TEST(sgemm_wcat_matches_concatenated_weights) {
+  static const int64_t blocks[][5] = {{128, 128, 128, 0, 0}, {16, 5, 40, 3, 0}, {0, 33, 0, 17, 0},
+                                      {384, 384, 0, 0, 0},   {1, 1, 1, 1, 1},  {70, 0, 0, 0, 0}};
+  static const int nblocks[] = {3, 4, 4, 2, 5, 1};
+  static const int64_t ms[] = {1, 2, 5, 64, 128, 300};
+  static const int64_t ks[] = {1, 7, 128, 300};
+  int diff = 0;
+  for (int bi = 0; bi < 6; bi++)
+    for (int mi = 0; mi < 6; mi++)
+      for (int ki = 0; ki < 4; ki++) {
+        const int64_t m = ms[mi], k = ks[ki];
+        const int ta = (bi + mi) & 1, variant = (bi + mi + ki) % 3;
+        kiln_gemm_wblock_t blk[5];
+        int nblk = 0;
+        int64_t n = 0;
+        for (int s = 0; s < nblocks[bi]; s++) {
+          blk[nblk].n = blocks[bi][s];
+          blk[nblk].ld = k + (s & 1) * 3; /* padded rows in odd blocks */
+          blk[nblk].w = fvec(blk[nblk].n * blk[nblk].ld + 1);
+          n += blk[nblk++].n;
+        }
+        float* wcat = fvec(n * k + 1); /* the concatenation, ld = k */
+        int64_t row = 0;
+        for (int s = 0; s < nblk; s++)
+          for (int64_t r = 0; r < blk[s].n; r++, row++)
+            memcpy(wcat + row * k, blk[s].w + r * blk[s].ld, sizeof(float) * (size_t)k);
+        float* a = fvec(m * k);
+        float* bias = fvec(n + 1);
+        float* res = fvec(m * n + 1);
+        float* c0 = fvec(m * n + 1);
+        float* c1 = malloc(sizeof(float) * (size_t)(m * n + 1));
+        memcpy(c1, c0, sizeof(float) * (size_t)(m * n + 1));
+        kiln_gemm_epilogue_t ep = {bias, 1, KILN_GEMM_ACT_SILU, res, n, variant == 2};
+        const kiln_gemm_epilogue_t* e = variant ? &ep : NULL;
+        const float beta = variant == 1 ? 0.5f : 0.0f;
+        const int64_t lda = ta ? m : k;
+        KT_OK(kiln_sgemm_ex(ta, 1, m, n, k, 0.75f, a, lda, wcat, k, beta, c0, n > 0 ? n : 1, e));
+        KT_OK(kiln_sgemm_wcat(ta, m, k, 0.75f, a, lda, nblk, blk, beta, c1, n > 0 ? n : 1, e));
+        if (memcmp(c0, c1, sizeof(float) * (size_t)(m * n)) != 0 && diff++ < 3)
+          fprintf(stderr, "  wcat m=%lld n=%lld k=%lld blocks %d: differs\n", (long long)m, (long long)n,
+                  (long long)k, bi);
+        for (int s = 0; s < nblk; s++) free((void*)blk[s].w);
+        free(wcat); free(a); free(bias); free(res); free(c0); free(c1);
+      }
+  KT_CHECK(diff == 0);
+
+  float x[8] = {0}, y[8] = {0};
+  kiln_gemm_wblock_t good[2] = {{x, 2, 2}, {x, 2, 2}}, bad_ld[2] = {{x, 2, 2}, {x, 2, 1}};
+  kiln_gemm_wblock_t null_w[2] = {{x, 2, 2}, {NULL, 2, 2}}, neg[1] = {{x, -1, 2}};
+  KT_CHECK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 0, good, 0.0f, y, 4, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, KILN_GEMM_MAX_WBLOCKS + 1, good, 0.0f, y, 4, NULL) ==
+           KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 2, NULL, 0.0f, y, 4, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 2, bad_ld, 0.0f, y, 4, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 2, null_w, 0.0f, y, 4, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 1, neg, 0.0f, y, 4, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_CHECK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 2, good, 0.0f, y, 3, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+  KT_OK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 2, good, 0.0f, y, 4, NULL));
 }

@@ -331,7 +331,8 @@ KT_TEST(direct_group_input_read_in_two_types) {
  * with M >= 64 they become one GEMM on stacked weights, results column slices (a result that is
  * itself a graph output stays separate); the same numbers as
  * separate GEMMs up to rounding (a narrow product may take the unpacked kernel, which sums in
- * another order). Small M is left alone. */
+ * another order). Small M is left alone. Transposed weights are read in place by the GEMM (no
+ * cat step): the same bits as the materialized cat (the epilogue pass off). */
 KT_TEST(horizontal_gemm_fusion) {
   for (int small = 0; small < 2; small++) {
     for (int mixed = 0; mixed < 2; mixed++) {
@@ -371,17 +372,25 @@ KT_TEST(horizontal_gemm_fusion) {
       float* xin = gt_randf(M * K);
       float* win[3];
       for (int k = 0; k < 3; k++) win[k] = gt_randf(N[k] * K);
-      float* out[2][3];
-      for (int pass = 0; pass < 2; pass++) {
+      float* out[3][3];
+      int64_t steps[3];
+      for (int pass = 0; pass < 3; pass++) { /* default, no hfuse, cat materialized */
         kiln_exec_t* e;
-        KT_OK(kiln_graph_compile_ex(g, pass ? KILN_COMPILE_NO_HFUSE : 0, &e));
-        KT_CHECK(gt_stats(e).n_gemms_merged == (pass || small ? 0 : mixed ? 2 : 3));
+        KT_OK(kiln_graph_compile_ex(g, pass == 1 ? KILN_COMPILE_NO_HFUSE : pass ? KILN_COMPILE_NO_EPILOGUE : 0, &e));
+        KT_CHECK(gt_stats(e).n_gemms_merged == (pass == 1 || small ? 0 : mixed ? 2 : 3));
+        KT_CHECK(gt_stats(e).n_weight_cats_read_in_place == (pass == 0 && !small && !mixed));
+        steps[pass] = gt_stats(e).n_kernels_per_run;
         out[pass][0] = malloc(sizeof(float) * (size_t)(M * 16));
         out[pass][1] = malloc(sizeof(float) * (size_t)(M * N[0]));
         out[pass][2] = malloc(sizeof(float) * (size_t)(M * N[2]));
         void* ins[4] = {xin, win[0], win[1], win[2]};
         KT_OK(kiln_exec_run(e, 4, ins, 3, (void**)out[pass]));
         kiln_exec_destroy(e);
+      }
+      if (!small && !mixed) KT_CHECK(steps[0] == steps[2] - 1); /* no cat step */
+      for (int k = 0; k < 3; k++) {
+        const int64_t len = M * (k == 0 ? 16 : k == 1 ? N[0] : N[2]);
+        KT_CHECK(memcmp(out[0][k], out[2][k], sizeof(float) * (size_t)len) == 0);
       }
       KT_CHECK(gt_maxrel(out[0][0], out[1][0], M * 16) < 1e-5);
       KT_CHECK(gt_maxrel(out[0][1], out[1][1], M * N[0]) < 1e-5);
@@ -397,7 +406,7 @@ KT_TEST(horizontal_gemm_fusion) {
           if (d > worst) worst = d;
         }
       KT_CHECK(worst < 1e-4);
-      for (int pass = 0; pass < 2; pass++)
+      for (int pass = 0; pass < 3; pass++)
         for (int k = 0; k < 3; k++) free(out[pass][k]);
       free(xin);
       for (int k = 0; k < 3; k++) free(win[k]);

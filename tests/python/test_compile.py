@@ -485,8 +485,11 @@ def test_llama_inference_fullgraph_kiln_and_cpu():
         torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1.3e-6, atol=1e-5)
         assert graph_splits[n_split:] == [], graph_splits[n_split:]
         assert len(compiled_programs) == n_prog + 1, device  # the whole model: one kiln program
-        st = compiled_programs[-1].stats  # q/k/v and w1/w3 merged per layer, RoPE cats elided
+        # q/k/v and w1/w3 merged per layer (their stacked weights read in place by the GEMMs, no
+        # cat step), RoPE cats elided
+        st = compiled_programs[-1].stats
         assert st["n_gemms_merged"] == 5 * LLAMA_CFG.layers and st["n_cats_elided"] >= 2 * LLAMA_CFG.layers, st
+        assert st["n_weight_cats_read_in_place"] == 2 * LLAMA_CFG.layers, st
 
 
 @pytest.mark.parametrize("rows", [16, 256])

@@ -73,6 +73,25 @@ kiln_status_t kiln_sgemm_ex(int trans_a, int trans_b, int64_t m, int64_t n, int6
                             float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                             float beta, float* c, int64_t ldc, const kiln_gemm_epilogue_t* ep);
 
+/* One block of a stacked, transposed B for kiln_sgemm_wcat: n rows of a row-major f32 weight
+ * (row r at w + r*ld, k floats used per row, ld >= max(1, k)). Borrowed. */
+typedef struct kiln_gemm_wblock {
+  const float* w;
+  int64_t n, ld;
+} kiln_gemm_wblock_t;
+
+#define KILN_GEMM_MAX_WBLOCKS 16
+
+/* kiln_sgemm_ex with B = [W_0; W_1; ...; W_{nblk-1}]^T, the row-wise stack of nblk weights read
+ * in place: y = x @ cat(Wq, Wk, Wv)^T without building the cat. n = sum of the blocks' rows;
+ * op(A) is m x k as in kiln_sgemm; C is m x n. The result has the bits of kiln_sgemm_ex on the
+ * concatenated weight. Errors: as kiln_sgemm_ex, plus INVALID_ARGUMENT for nblk outside
+ * [1, KILN_GEMM_MAX_WBLOCKS], a NULL blk, a block with n < 0 or ld < max(1, k), or a NULL w
+ * that is read. */
+kiln_status_t kiln_sgemm_wcat(int trans_a, int64_t m, int64_t k, float alpha, const float* a,
+                              int64_t lda, int nblk, const kiln_gemm_wblock_t* blk, float beta,
+                              float* c, int64_t ldc, const kiln_gemm_epilogue_t* ep);
+
 /* `batch` independent products C_i = alpha*op(A_i)op(B_i) + beta*C_i where X_i = x + i*stride_x
  * (strides in elements; a stride of 0 reuses the same A or B for every item; the C_i must not
  * overlap). Small items are spread over threads, large ones are threaded one by one. Errors: as
