@@ -42,6 +42,9 @@ typedef struct kiln_sgemm_problem {
   const kiln_gemm_epilogue_t* ep; /* NULL = none */
   kiln_ew_kernel_t act;           /* ep's activation as the f32 element kernel (NULL: none) */
   kiln_ew_args_t act_args;
+  kiln_ew_kernel_t join;          /* the f32 add (residual) or mul (residual) kernel */
+  kiln_ew_kernel_t add;           /* the f32 add kernel (bias) */
+  kiln_ew_args_t join_args;       /* alpha 1 */
   int serial;                     /* 1: run on the calling thread only */
 } kiln_sgemm_problem_t;
 
@@ -109,8 +112,9 @@ void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t 
  * is (i0, j0) of the full C. */
 void kiln_gemm_epilogue_tile(const kiln_sgemm_problem_t* pr, float* c, int64_t i0, int64_t j0,
                              int64_t mr, int64_t nr);
-/* Resolves pr->act / pr->act_args from pr->ep (the f32 element kernel of its activation).
- * Errors: INVALID_ARGUMENT for an unknown activation. */
+/* Resolves the element kernels pr's epilogue runs (pr->act / act_args for its activation, the
+ * add / join kernels); required before kiln_sgemm_run of a problem with an epilogue. Errors:
+ * INVALID_ARGUMENT for an unknown activation. */
 kiln_status_t kiln_gemm_resolve_act(kiln_sgemm_problem_t* pr);
 
 /* Scratch blocks reused across calls (a mutex-guarded free list; blocks are always in use or

@@ -119,6 +119,7 @@ static kiln_status_t mm_one_f(const mm_job_t* j, const mat_t* a, const mat_t* b,
         ep.bias = (const float*)bias->p;
         ep.bias_axis = row_vec ? !swap : swap;
         pr.ep = &ep;
+        KILN_RETURN_IF_ERROR(kiln_gemm_resolve_act(&pr));
       } else {
         copy_bias(o, bias, 4);
         pr.beta = (float)j->beta;

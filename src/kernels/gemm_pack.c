@@ -241,20 +241,28 @@ static int act_unary_op(int activation) {
 kiln_status_t kiln_gemm_resolve_act(kiln_sgemm_problem_t* pr) {
   pr->act = NULL;
   memset(&pr->act_args, 0, sizeof pr->act_args);
+  /* the kernels eager add / mul run (ISA-specific), alpha 1 */
+  kiln_ew_desc_t d;
+  KILN_RETURN_IF_ERROR(kiln_binary_desc(KILN_BINARY_ADD, NULL, 1.0, KILN_DTYPE_F32, &d));
+  pr->add = pr->join = d.kernel;
+  pr->join_args = d.args;
+  if (pr->ep != NULL && pr->ep->residual_op == KILN_GEMM_RESIDUAL_MUL) {
+    KILN_RETURN_IF_ERROR(kiln_binary_desc(KILN_BINARY_MUL, NULL, 1.0, KILN_DTYPE_F32, &d));
+    pr->join = d.kernel;
+  }
   if (pr->ep == NULL || pr->ep->activation == KILN_GEMM_ACT_NONE) return KILN_OK;
   const int op = act_unary_op(pr->ep->activation);
   if (op < 0)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: unknown activation %d",
                       pr->ep->activation);
-  kiln_ew_desc_t d;
   KILN_RETURN_IF_ERROR(kiln_unary_desc((kiln_unary_op_t)op, NULL, KILN_DTYPE_F32, &d));
   pr->act = d.kernel;
   pr->act_args = d.args;
   return KILN_OK;
 }
 
-/* Applies bias, activation and residual to one tile of C: the activation is the element kernel
- * on each row (in place), so the bits are those of the standalone op. */
+/* Applies bias, activation and residual to one tile of C, each as the f32 element kernel of
+ * the op on a row (in place: vectorized, and the bits of the standalone ops). */
 void kiln_gemm_epilogue_tile(const kiln_sgemm_problem_t* pr, float* c, int64_t i0, int64_t j0,
                              int64_t mr, int64_t nr) {
   const kiln_gemm_epilogue_t* ep = pr->ep;
@@ -265,8 +273,8 @@ void kiln_gemm_epilogue_tile(const kiln_sgemm_problem_t* pr, float* c, int64_t i
         const float bv = ep->bias[i0 + r];
         for (int64_t j = 0; j < nr; j++) row[j] += bv;
       } else {
-        const float* bv = ep->bias + j0;
-        for (int64_t j = 0; j < nr; j++) row[j] += bv[j];
+        const void* src[2] = {row, ep->bias + j0};
+        (void)pr->add(nr, row, src, &pr->join_args);
       }
     }
     if (pr->act != NULL) {
@@ -274,11 +282,8 @@ void kiln_gemm_epilogue_tile(const kiln_sgemm_problem_t* pr, float* c, int64_t i
       (void)pr->act(nr, row, src, &pr->act_args);
     }
     if (ep->residual != NULL) {
-      const float* res = ep->residual + (i0 + r) * ep->ldr + j0;
-      if (ep->residual_op == KILN_GEMM_RESIDUAL_MUL)
-        for (int64_t j = 0; j < nr; j++) row[j] *= res[j];
-      else
-        for (int64_t j = 0; j < nr; j++) row[j] += res[j];
+      const void* src[2] = {row, ep->residual + (i0 + r) * ep->ldr + j0};
+      (void)pr->join(nr, row, src, &pr->join_args);
     }
   }
 }
