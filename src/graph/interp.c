@@ -33,7 +33,9 @@
 #include "kiln/parallel.h"
 
 #define GX_TILE 2048          /* target elements per tile */
-#define GX_TILE_GRAIN 32768   /* elements per parallel chunk, at least */
+#ifndef GX_TILE_GRAIN
+#define GX_TILE_GRAIN 4096 /* elements per parallel chunk, at least */
+#endif
 
 static int64_t round64(int64_t x) { return (x + 63) / 64 * 64; }
 

@@ -17,7 +17,7 @@
 #include "kiln/tensor.h"
 
 #define KILN_ITER_MAX_OPS 4
-#define KILN_ITER_GRAIN 32768 /* elements per parallel chunk, at least */
+#define KILN_ITER_GRAIN 16384 /* elements per parallel chunk, at least */
 #define KILN_ITER_SHORT_ROW 16 /* innermost dims shorter than this go outside a 4x longer dim 1 */
 
 typedef struct kiln_iter {

@@ -242,10 +242,16 @@ void kiln_threadpool_parallel_for(kiln_threadpool_t* pool, int64_t n, int64_t gr
     return;
   }
   int64_t chunk = n / ((int64_t)pool->size * 4);
+  if (chunk < grain) {
+    /* The grain limits the chunk count: make it a multiple of the pool size (chunks stay >=
+     * grain), else 3 chunks on 2 threads leave one thread a third of the time idle. */
+    const int64_t most = n / grain, size = pool->size;
+    chunk = most >= size ? (n + most / size * size - 1) / (most / size * size) : grain;
+  }
   pool->fn = fn;
   pool->ctx = ctx;
   pool->n = n;
-  pool->chunk = chunk > grain ? chunk : grain;
+  pool->chunk = chunk;
   atomic_store_explicit(&pool->next_chunk, 0, memory_order_relaxed);
 
   pthread_mutex_lock(&pool->mu);
