@@ -398,7 +398,8 @@ typedef struct kiln_exec_stats {
   int64_t n_gemms_merged;      /* matmuls merged into wider ones (horizontal fusion) */
   int64_t n_groups_hoisted;    /* consumer groups moved up into their producer's group */
   int64_t n_weight_cats_read_in_place; /* stacked weights a GEMM reads in place (no cat runs) */
-  int64_t reserved[8];
+  int64_t n_contiguous_elided; /* contiguous(permute(r)) whose producer writes the result directly */
+  int64_t reserved[7];
 } kiln_exec_stats_t;
 
 /* Fills *out. Errors: INVALID_ARGUMENT (NULL). */

@@ -9,6 +9,9 @@
  * The cat node stays in the graph, marked (aux = 1), so the fusion pass still sees it as the
  * reader of each R_i (R_i is stored, and no group may run after the cat while writing R_i); the
  * plan gives it no step and starts C's buffer at the first step writing into it.
+ *
+ * contiguous(permute(R)) is elided the same way when R's producer writes any output strides
+ * (attention, pointwise): R becomes the permuted window of the contiguous result.
  */
 #include <string.h>
 
@@ -112,6 +115,43 @@ static int elide_one(kiln_exec_t* e, const int* uses, int id) {
   return 1;
 }
 
+/* contiguous(permute(R)) where R is the single-use result of a node that writes any output
+ * strides (attention's output, a pointwise op): R is laid out as the permuted window of the
+ * contiguous result C, so its producer writes C directly and the copy does nothing. Attention's
+ * o.transpose(1, 2).contiguous() before the output projection is the case that matters. */
+static int elide_contiguous(kiln_exec_t* e, const int* uses, int id) {
+  kiln_graph_t* g = e->wg;
+  gx_node* n = &g->nodes[id];
+  const int C = n->out[0], x = n->in[0];
+  const gx_value* cv = &g->values[C];
+  if (C < 0 || cv->root != C || cv->numel == 0) return 0;
+  const gx_node* pm = &g->nodes[g->values[x].node];
+  if (pm->op != GX_OP_PERMUTE || pm->dead || uses[x] != 1) return 0;
+  const int R = pm->in[0];
+  gx_value* r = &g->values[R];
+  const gx_node* p = &g->nodes[r->node];
+  const int writes_any_strides =
+      (p->op == GX_OP_SDPA && r->slot == 0) || p->op == GX_OP_UNARY || p->op == GX_OP_BINARY ||
+      p->op == GX_OP_TERNARY || p->op == GX_OP_CAST;
+  if (!writes_any_strides || p->dead || r->root != R || uses[R] != 1 || r->dtype != cv->dtype ||
+      r->ndim != cv->ndim || r->numel == 0)
+    return 0;
+  for (int k = 0; k < g->n_outputs; k++)
+    if (g->values[g->outputs[k]].root == R) return 0;
+  /* x = permute(R, perm): x dim d is R dim perm[d], and x must be C's identity window */
+  gx_value saved_r = *r, saved_x = g->values[x];
+  for (int d = 0; d < cv->ndim; d++) r->strides[pm->i[d]] = cv->strides[d];
+  r->root = C;
+  r->offset = 0;
+  if (!gx_layout_value(g, x) || !same_window(&g->values[x], cv)) {
+    *r = saved_r;
+    g->values[x] = saved_x;
+    return 0;
+  }
+  n->aux = 1;
+  return 1;
+}
+
 kiln_status_t gx_pass_cat(kiln_exec_t* e) {
   kiln_graph_t* g = e->wg;
   int* uses = gx_alloc(&e->alloc, sizeof(int) * (size_t)(g->n_values + 1));
@@ -119,14 +159,18 @@ kiln_status_t gx_pass_cat(kiln_exec_t* e) {
   gx_count_uses(g, e->order, e->n_order, uses);
   for (int oi = 0; oi < e->n_order; oi++) {
     int id = e->order[oi];
-    if (g->nodes[id].op == GX_OP_CAT && !g->nodes[id].dead && elide_one(e, uses, id))
-      e->stats.n_cats_elided++;
+    if (g->nodes[id].dead) continue;
+    if (g->nodes[id].op == GX_OP_CAT && elide_one(e, uses, id)) e->stats.n_cats_elided++;
+    if (g->nodes[id].op == GX_OP_CONTIGUOUS && elide_contiguous(e, uses, id))
+      e->stats.n_contiguous_elided++;
   }
   gx_free(&e->alloc, uses);
   return KILN_OK;
 }
 
-int gx_cat_elided(const gx_node* n) { return n->op == GX_OP_CAT && n->aux == 1; }
+int gx_cat_elided(const gx_node* n) {
+  return (n->op == GX_OP_CAT || n->op == GX_OP_CONTIGUOUS) && n->aux == 1;
+}
 
 int gx_view_source(const kiln_graph_t* g, int x) {
   while (gx_is_view(g->nodes[g->values[x].node].op)) x = g->nodes[g->values[x].node].in[0];

@@ -316,7 +316,7 @@ kiln_status_t gx_pass_fusion(kiln_exec_t* e);
  * those results windows of its output and is marked elided (no step). Run after the epilogue
  * pass, before fusion. */
 kiln_status_t gx_pass_cat(kiln_exec_t* e);
-/* 1 for a cat node marked elided by gx_pass_cat. */
+/* 1 for a cat or contiguous node whose inputs were laid out inside its result (cat.c): no step. */
 int gx_cat_elided(const gx_node* n);
 /* The non-view value x is a (chain of) view(s) of; x itself when it is not a view. */
 int gx_view_source(const kiln_graph_t* g, int x);

@@ -555,3 +555,53 @@ KT_TEST(silu_peephole) {
   free(xv); free(x2v); free(o1); free(o2); free(o3); free(w1); free(w2); free(w3);
   kiln_graph_destroy(g);
 }
+
+/* contiguous(permute(R)) with R attention's output or a pointwise result read by nothing else:
+ * R is written straight into the contiguous result (no copy step), with the bits of the copy
+ * (cat elision off); R with a second reader keeps the copy. */
+KT_TEST(contiguous_elision) {
+  for (int c = 0; c < 3; c++) { /* 0 attention, 1 pointwise, 2 attention read twice */
+    kiln_graph_t* g;
+    KT_OK(kiln_graph_create(&g));
+    int64_t qs[4] = {2, 4, 24, 16};
+    int q, k, v, r, pr, ct, w, y, perm[4] = {0, 2, 1, 3};
+    KT_OK(kiln_graph_input(g, F32, 4, qs, &q));
+    KT_OK(kiln_graph_input(g, F32, 4, qs, &k));
+    KT_OK(kiln_graph_input(g, F32, 4, qs, &v));
+    if (c == 1) KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, q, k, 1.0, F32, &r));
+    else KT_OK(kiln_graph_sdpa(g, q, k, v, -1, 1, NAN, &r, NULL));
+    KT_OK(kiln_graph_permute(g, r, perm, &pr)); /* [2, 24, 4, 16] */
+    KT_OK(kiln_graph_contiguous(g, pr, &ct));
+    int64_t ws[2] = {64, 8}, rs[2] = {48, 64};
+    KT_OK(kiln_graph_input(g, F32, 2, ws, &w));
+    int flat;
+    KT_OK(kiln_graph_reshape(g, ct, 2, rs, &flat));
+    KT_OK(kiln_graph_matmul(g, flat, w, &y));
+    KT_OK(kiln_graph_output(g, y));
+    if (c == 2) {
+      int neg;
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_NEG, r, F32, &neg));
+      KT_OK(kiln_graph_output(g, neg));
+    }
+    float* in[4] = {gt_randf(2 * 4 * 24 * 16), gt_randf(2 * 4 * 24 * 16), gt_randf(2 * 4 * 24 * 16),
+                    gt_randf(64 * 8)};
+    float* out[2][2];
+    for (int pass = 0; pass < 2; pass++) {
+      kiln_exec_t* e;
+      KT_OK(kiln_graph_compile_ex(g, pass ? KILN_COMPILE_NO_CAT_ELISION : 0, &e));
+      KT_CHECK(gt_stats(e).n_contiguous_elided == (pass == 0 && c < 2));
+      out[pass][0] = malloc(sizeof(float) * 48 * 8);
+      out[pass][1] = malloc(sizeof(float) * 2 * 4 * 24 * 16);
+      KT_OK(kiln_exec_run(e, 4, (void**)in, c == 2 ? 2 : 1, (void**)out[pass]));
+      kiln_exec_destroy(e);
+    }
+    KT_CHECK(memcmp(out[0][0], out[1][0], sizeof(float) * 48 * 8) == 0);
+    if (c == 2) KT_CHECK(memcmp(out[0][1], out[1][1], sizeof(float) * 2 * 4 * 24 * 16) == 0);
+    for (int pass = 0; pass < 2; pass++) {
+      free(out[pass][0]);
+      free(out[pass][1]);
+    }
+    for (int j = 0; j < 4; j++) free(in[j]);
+    kiln_graph_destroy(g);
+  }
+}

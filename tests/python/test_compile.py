@@ -490,6 +490,7 @@ def test_llama_inference_fullgraph_kiln_and_cpu():
         st = compiled_programs[-1].stats
         assert st["n_gemms_merged"] == 5 * LLAMA_CFG.layers and st["n_cats_elided"] >= 2 * LLAMA_CFG.layers, st
         assert st["n_weight_cats_read_in_place"] == 2 * LLAMA_CFG.layers, st
+        assert st["n_contiguous_elided"] == LLAMA_CFG.layers, st  # attention output written [B, T, H, E]
 
 
 @pytest.mark.parametrize("rows", [16, 256])
