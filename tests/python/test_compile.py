@@ -490,7 +490,9 @@ def test_llama_inference_fullgraph_kiln_and_cpu():
         st = compiled_programs[-1].stats
         assert st["n_gemms_merged"] == 5 * LLAMA_CFG.layers and st["n_cats_elided"] >= 2 * LLAMA_CFG.layers, st
         assert st["n_weight_cats_read_in_place"] == 2 * LLAMA_CFG.layers, st
-        assert st["n_contiguous_elided"] == LLAMA_CFG.layers, st  # attention output written [B, T, H, E]
+        # kiln's attention output is [B, H, T, E]: written straight into the [B, T, H, E] copy (on
+        # CPU tensors torch's attention already returns that layout, so there is no copy)
+        assert st["n_contiguous_elided"] == (LLAMA_CFG.layers if device == "kiln" else 0), st
 
 
 @pytest.mark.parametrize("rows", [16, 256])
