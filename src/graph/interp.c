@@ -348,6 +348,38 @@ static void move_tile(char* buf, char* base, const tile_t* t, const int64_t* st,
   }
 }
 
+/* Two f32 operands that are the even and odd lanes of one buffer (x[..., 0::2] and x[..., 1::2]:
+ * the same tile strides, stride 2 along the tile's last dim, addresses one element apart), moved
+ * between their slots and the buffer in one pass per row ((de)interleaving whole vectors)
+ * instead of a masked every-other-lane copy per operand. RoPE's halves are the case. */
+static int is_pair(const tile_t* t, const int64_t* st_a, const int64_t* st_b, const char* a,
+                   const char* b) {
+  if (t->r < 1 || st_a[t->r - 1] != 2 || b != a + 4 || !kiln_cpu_has_avx2()) return 0;
+  for (int k = 0; k < t->r; k++)
+    if (st_a[k] != st_b[k]) return 0;
+  return 1;
+}
+
+/* to_buf: even/odd slots (dense tiles) from the interleaved rows at base; else the reverse. The
+ * rows along the tile's second-to-last dim go in one call. */
+static void move_pair(char* even, char* odd, char* base, const tile_t* t, const int64_t* st, int to_buf) {
+  const int64_t L = t->shape[t->r - 1];
+  const int64_t R = t->r >= 2 ? t->shape[t->r - 2] : 1, ld = t->r >= 2 ? st[t->r - 2] : 0;
+  int64_t blocks = 1, idx[KILN_MAX_DIMS] = {0};
+  for (int k = 0; k < t->r - 2; k++) blocks *= t->shape[k];
+  for (int64_t bk = 0; bk < blocks; bk++) {
+    int64_t off = 0;
+    for (int k = 0; k < t->r - 2; k++) off += idx[k] * st[k];
+    char* p = base + off * 4;
+    const int64_t at = bk * R * L * 4;
+    if (to_buf) kiln_avx2_deinterleave2_32(p, ld, even + at, odd + at, L, R);
+    else kiln_avx2_interleave2_32(even + at, odd + at, p, ld, L, R);
+    for (int k = t->r - 3; k >= 0; k--)
+      if (++idx[k] < t->shape[k]) break;
+      else idx[k] = 0;
+  }
+}
+
 /* Operand classes of the direct path, per tile: read / written in place as n dense elements,
  * in place row by row (unit stride along the tile's last dim, any strides outside it: a column
  * slice, a broadcast weight row), or through a slot (gathered / scattered whole). */
@@ -393,9 +425,34 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
    * (registers are reused across dtypes) has rows that land inside its finished rows. */
   const int red_in_reg = gr->has_reduce && gr->red_src.kind == GX_OPD_REG;
   const int row_mode = any_rows && L >= GX_ROW_MODE_MIN && !red_in_reg;
+  for (int j = 0; j < gr->n_in; j++)
+    if (!(in_cls[j] == OPD_DENSE || (row_mode && in_cls[j] == OPD_ROWS))) in_cls[j] = OPD_SLOT;
+  int in_odd[GX_DIRECT_MAX_IN]; /* the odd member of an even/odd input pair, else -1 */
   for (int j = 0; j < gr->n_in; j++) {
-    if (in_cls[j] == OPD_DENSE || (row_mode && in_cls[j] == OPD_ROWS)) continue;
-    in_cls[j] = OPD_SLOT;
+    in_odd[j] = -1;
+    if (in_cls[j] != OPD_SLOT || gr->in_type[j] != KILN_DTYPE_F32 ||
+        e->vt[gr->in_vids[j]].dtype != KILN_DTYPE_F32)
+      continue;
+    for (int j2 = 0; j2 < gr->n_in && in_odd[j] < 0; j2++)
+      if (j2 != j && in_cls[j2] == OPD_SLOT && gr->in_type[j2] == KILN_DTYPE_F32 &&
+          e->vt[gr->in_vids[j2]].dtype == KILN_DTYPE_F32 && is_pair(t, in_tst[j], in_tst[j2], inp[j], inp[j2]))
+        in_odd[j] = j2;
+  }
+  for (int j = 0; j < gr->n_in; j++) { /* pairs first: both slots filled from the unmoved pointers */
+    if (in_odd[j] < 0 || inp[in_odd[j]] != inp[j] + 4) continue;
+    const int j2 = in_odd[j];
+    char* s0 = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
+    char* s1 = t->regs + (int64_t)(gr->n_regs + j2) * t->slot;
+    move_pair(s0, s1, inp[j], t, in_tst[j], 1);
+    inp[j] = s0;
+    inp[j2] = s1;
+    in_cls[j] = in_cls[j2] = -1; /* moved */
+  }
+  for (int j = 0; j < gr->n_in; j++) {
+    if (in_cls[j] != OPD_SLOT) {
+      if (in_cls[j] < 0) in_cls[j] = OPD_SLOT;
+      continue;
+    }
     const kiln_tensor_t* v = &e->vt[gr->in_vids[j]];
     char* slot = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
     move_tile(slot, inp[j], t, in_tst[j], (int64_t)kiln_dtype_size(v->dtype), 1, v->dtype,
@@ -487,8 +544,19 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
       }
     }
   }
+  int done[GX_DIRECT_MAX_OUT] = {0};
+  for (int j = 0; j < gr->n_out; j++) { /* even/odd output pairs: one interleaving pass */
+    if (out_cls[j] != OPD_SLOT || e->vt[gr->out_vids[j]].dtype != KILN_DTYPE_F32) continue;
+    for (int j2 = 0; j2 < gr->n_out; j2++)
+      if (j2 != j && !done[j2] && out_cls[j2] == OPD_SLOT && e->vt[gr->out_vids[j2]].dtype == KILN_DTYPE_F32 &&
+          is_pair(t, out_tst[j], out_tst[j2], out_base[j], out_base[j2])) {
+        move_pair(outp[j], outp[j2], out_base[j], t, out_tst[j], 0);
+        done[j] = done[j2] = 1;
+        break;
+      }
+  }
   for (int j = 0; j < gr->n_out; j++) {
-    if (out_cls[j] != OPD_SLOT) continue;
+    if (out_cls[j] != OPD_SLOT || done[j]) continue;
     const kiln_tensor_t* v = &e->vt[gr->out_vids[j]];
     move_tile(outp[j], out_base[j], t, out_tst[j], (int64_t)kiln_dtype_size(v->dtype), 0,
               v->dtype, v->dtype);

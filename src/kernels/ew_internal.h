@@ -121,5 +121,12 @@ void kiln_avx2_gather2_32(const void* src, void* dst, int64_t n);
 /* dst[2*i] = src[i] for i < n (an interleave); the odd lanes of dst are neither read nor
  * written. */
 void kiln_avx2_scatter2_32(const void* src, void* dst, int64_t n);
+/* For each of `rows` rows r (src row r at src + r*ld elements, even/odd rows dense, n apart):
+ * even[i] = src[2*i], odd[i] = src[2*i + 1] for i < n; reads src[0 .. 2n) of each row only. */
+void kiln_avx2_deinterleave2_32(const void* src, int64_t ld, void* even, void* odd, int64_t n,
+                                int64_t rows);
+/* The reverse: dst[2*i] = even[i], dst[2*i + 1] = odd[i]; writes dst[0 .. 2n) of each row only. */
+void kiln_avx2_interleave2_32(const void* even, const void* odd, void* dst, int64_t ld, int64_t n,
+                              int64_t rows);
 
 #endif /* KILN_KERNELS_EW_INTERNAL_H */

@@ -822,3 +822,37 @@ KT_TEST(avx2_gather2_scatter2_lengths) {
   }
   KT_CHECK(bad == 0);
 }
+
+/* The row-wise (de)interleave pair helpers (RoPE's even/odd halves): every length up to 40, a
+ * padded source row stride, nothing outside the rows touched. */
+KT_TEST(avx2_deinterleave_interleave_rows) {
+  if (!kiln_cpu_has_avx2()) return;
+  int bad = 0;
+  for (int64_t n = 0; n <= 40; n++) {
+    const int64_t rows = 3, ld = 2 * n + 5;
+    float* src = malloc(sizeof(float) * (size_t)(rows * ld + 1));
+    float* ev = malloc(sizeof(float) * (size_t)(rows * n + 1));
+    float* od = malloc(sizeof(float) * (size_t)(rows * n + 1));
+    for (int64_t i = 0; i < rows * ld; i++) src[i] = (float)i + 0.25f;
+    ev[rows * n] = od[rows * n] = -7.0f;
+    kiln_avx2_deinterleave2_32(src, ld, ev, od, n, rows);
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t i = 0; i < n; i++)
+        bad += ev[r * n + i] != src[r * ld + 2 * i] || od[r * n + i] != src[r * ld + 2 * i + 1];
+    bad += ev[rows * n] != -7.0f || od[rows * n] != -7.0f;
+    for (int64_t i = 0; i < rows * n; i++) {
+      ev[i] = -(float)i;
+      od[i] = (float)i * 3.0f;
+    }
+    kiln_avx2_interleave2_32(ev, od, src, ld, n, rows);
+    for (int64_t r = 0; r < rows; r++) {
+      for (int64_t i = 0; i < n; i++)
+        bad += src[r * ld + 2 * i] != ev[r * n + i] || src[r * ld + 2 * i + 1] != od[r * n + i];
+      for (int64_t i = 2 * n; i < ld; i++) bad += src[r * ld + i] != (float)(r * ld + i) + 0.25f;
+    }
+    free(src);
+    free(ev);
+    free(od);
+  }
+  KT_CHECK(bad == 0);
+}

@@ -605,3 +605,67 @@ KT_TEST(contiguous_elision) {
     kiln_graph_destroy(g);
   }
 }
+
+/* RoPE: x1 = x[..., 0::2], x2 = x[..., 1::2] of one buffer, (x1 c - x2 s, x1 s + x2 c) stacked
+ * back into interleaved lanes. The fused group moves the even/odd halves as pairs (one
+ * (de)interleaving pass each way): the same bits as the unfused ops, every half length (vector
+ * steps and tails), and the right values against a direct loop. */
+KT_TEST(rope_pairs_match_unfused) {
+  static const int64_t halves[] = {1, 3, 8, 16, 19};
+  for (int hi = 0; hi < 5; hi++) {
+    const int64_t B = 2, H = 3, T = 5, L = halves[hi], D = 2 * L;
+    if (L < 1 || L > 64) continue; /* (bounds for the compiler's size analysis) */
+    kiln_graph_t* g;
+    KT_OK(kiln_graph_create(&g));
+    int64_t xs[4] = {B, T, H, D}, cs[2] = {T, L};
+    int x, c, s, xp, x1, x2, m1, m2, m3, m4, a, b, ua, ub, st, out;
+    int perm[4] = {0, 2, 1, 3};
+    KT_OK(kiln_graph_input(g, F32, 4, xs, &x));
+    KT_OK(kiln_graph_input(g, F32, 2, cs, &c));
+    KT_OK(kiln_graph_input(g, F32, 2, cs, &s));
+    KT_OK(kiln_graph_permute(g, x, perm, &xp)); /* [B, H, T, D], as q.transpose(1, 2) */
+    KT_OK(kiln_graph_slice(g, xp, 3, 0, D, 2, &x1));
+    KT_OK(kiln_graph_slice(g, xp, 3, 1, D, 2, &x2));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, x1, c, 1.0, F32, &m1));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, x2, s, 1.0, F32, &m2));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_SUB, m1, m2, 1.0, F32, &a));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, x1, s, 1.0, F32, &m3));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, x2, c, 1.0, F32, &m4));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, m3, m4, 1.0, F32, &b));
+    int64_t u5[5] = {B, H, T, L, 1}, o4[4] = {B, H, T, D};
+    KT_OK(kiln_graph_reshape(g, a, 5, u5, &ua));
+    KT_OK(kiln_graph_reshape(g, b, 5, u5, &ub));
+    int pair[2] = {ua, ub};
+    KT_OK(kiln_graph_cat(g, 2, pair, 4, &st));
+    KT_OK(kiln_graph_reshape(g, st, 4, o4, &out));
+    KT_OK(kiln_graph_output(g, out));
+    const int64_t nx = B * T * H * D, no = B * H * T * D;
+    float* in[3] = {gt_randf(nx), gt_randf(T * L), gt_randf(T * L)};
+    float* o[2];
+    for (int pass = 0; pass < 2; pass++) {
+      kiln_exec_t* e;
+      KT_OK(kiln_graph_compile_ex(g, pass ? KILN_COMPILE_NO_FUSION : 0, &e));
+      if (pass == 0) KT_CHECK(gt_stats(e).n_cats_elided == 1);
+      o[pass] = malloc(sizeof(float) * (size_t)no);
+      KT_OK(kiln_exec_run(e, 3, (void**)in, 1, (void**)&o[pass]));
+      kiln_exec_destroy(e);
+    }
+    KT_CHECK(memcmp(o[0], o[1], sizeof(float) * (size_t)no) == 0);
+    int bad = 0;
+    for (int64_t bb = 0; bb < B; bb++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t t = 0; t < T; t++)
+          for (int64_t i = 0; i < L; i++) {
+            const float* xr = in[0] + ((bb * T + t) * H + h) * D;
+            const float cv = in[1][t * L + i], sv = in[2][t * L + i];
+            const float* orow = o[0] + ((bb * H + h) * T + t) * D;
+            bad += orow[2 * i] != xr[2 * i] * cv - xr[2 * i + 1] * sv;
+            bad += orow[2 * i + 1] != xr[2 * i] * sv + xr[2 * i + 1] * cv;
+          }
+    KT_CHECK(bad == 0);
+    for (int j = 0; j < 3; j++) free(in[j]);
+    free(o[0]);
+    free(o[1]);
+    kiln_graph_destroy(g);
+  }
+}

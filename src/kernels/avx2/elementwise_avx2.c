@@ -419,6 +419,47 @@ void kiln_avx2_gather2_32(const void* src_, void* dst_, int64_t n) {
   }
 }
 
+void kiln_avx2_deinterleave2_32(const void* src_, int64_t ld, void* even_, void* odd_, int64_t n,
+                                int64_t rows) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float* src = (const float*)src_ + r * ld;
+    float* even = (float*)even_ + r * n;
+    float* odd = (float*)odd_ + r * n;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 lo = _mm256_loadu_ps(src + 2 * i), hi = _mm256_loadu_ps(src + 2 * i + 8);
+      const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)); /* l0 l2 h0 h2 | l4 l6 h4 h6 */
+      const __m256 od = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+      _mm256_storeu_ps(even + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+      _mm256_storeu_ps(odd + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8)));
+    }
+    for (; i < n; i++) {
+      even[i] = src[2 * i];
+      odd[i] = src[2 * i + 1];
+    }
+  }
+}
+
+void kiln_avx2_interleave2_32(const void* even_, const void* odd_, void* dst_, int64_t ld, int64_t n,
+                              int64_t rows) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float* even = (const float*)even_ + r * n;
+    const float* odd = (const float*)odd_ + r * n;
+    float* dst = (float*)dst_ + r * ld;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 e = _mm256_loadu_ps(even + i), o = _mm256_loadu_ps(odd + i);
+      const __m256 a = _mm256_unpacklo_ps(e, o), b = _mm256_unpackhi_ps(e, o); /* e0 o0 e1 o1 | e4 o4 .. */
+      _mm256_storeu_ps(dst + 2 * i, _mm256_permute2f128_ps(a, b, 0x20));
+      _mm256_storeu_ps(dst + 2 * i + 8, _mm256_permute2f128_ps(a, b, 0x31));
+    }
+    for (; i < n; i++) {
+      dst[2 * i] = even[i];
+      dst[2 * i + 1] = odd[i];
+    }
+  }
+}
+
 void kiln_avx2_scatter2_32(const void* src_, void* dst_, int64_t n) {
   const float* src = src_;
   float* dst = dst_;
