@@ -47,13 +47,9 @@ static inline __m512 exp512(__m512 x) {
   p = _mm512_fmadd_ps(p, r, V16(KILN_EXP_P4));
   p = _mm512_fmadd_ps(p, r, V16(KILN_EXP_P5));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, V16(1.0f)));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i n1 = _mm512_srai_epi32(ni, 1);
-  const __m512i n2 = _mm512_sub_epi32(ni, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  const __m512 y = _mm512_maskz_mov_ps((__mmask16)~tiny, _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+  /* p * 2^n: the AVX2 kernel's (p * 2^(n>>1)) * 2^(n - (n>>1)) in one instruction; its first
+   * product is exact (normal), so both round p * 2^n once: the same bits */
+  const __m512 y = _mm512_maskz_mov_ps((__mmask16)~tiny, _mm512_scalef_ps(p, n));
   return _mm512_mask_blend_ps(isnan, y, x);
 }
 
