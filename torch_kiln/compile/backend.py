@@ -163,9 +163,42 @@ class KilnProgram:
         self._in_specs, self._out_specs = ins, outs
         return ins, outs
 
+    @property
+    def _run_device(self):
+        """The device torch.ops.kiln.run_program allocates the outputs on: the one device of the
+        program's results (None: no results, or results on several devices; Python runs it)."""
+        dev = getattr(self, "_run_dev", False)
+        if dev is False:
+            devs = {o[2].device for o in self.outputs if o[0] == "value"}
+            dev = next(iter(devs)) if len(devs) == 1 and self.exec else None
+            self._run_dev = dev
+            self._exec_int = self.exec.value if self.exec else 0
+            self._all_values = all(o[0] == "value" for o in self.outputs)
+            if dev is not None:
+                self._specs()
+        return dev
+
     def __call__(self, *args):
         specs = getattr(self, "_in_specs", None)
         ins, outs = (specs, self._out_specs) if specs is not None else self._specs()
+        run_device = self._run_device
+        if run_device is not None:  # the per-call loop in C++ (torch.ops.kiln.run_program)
+            values = _run_program(self._exec_int, args, run_device)
+            if self._all_values:
+                return values
+            results, k = [], 0
+            for o in outs:
+                kind = o[0]
+                if kind == "value":
+                    results.append(values[k])
+                    k += 1
+                elif kind == "alias":
+                    results.append(replay_views(args[o[1]], o[2]))
+                elif kind == "zeros":
+                    results.append(torch.zeros(o[1], dtype=o[2], device=o[3]))
+                else:
+                    results.append(o[1])
+            return results
         if len(args) != len(ins):
             raise RuntimeError(f"kiln program {self.name}: {len(args)} inputs given, compiled for {len(ins)}")
         in_arr, keep = self._in_arr, None
@@ -205,6 +238,7 @@ class KilnProgram:
 
 
 _counter = [0]
+_run_program = torch.ops.kiln.run_program
 
 
 def _compile_fx(gm, example_inputs, kind):
