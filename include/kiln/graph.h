@@ -332,6 +332,7 @@ enum {
   KILN_COMPILE_NO_HFUSE = 1 << 12,          /* matmuls sharing A merged into one wider GEMM */
   KILN_COMPILE_NO_HOIST = 1 << 13,          /* consumer groups moved up into their producer's */
   KILN_COMPILE_NO_PEEPHOLE = 1 << 14,       /* mul(x, sigmoid(x)) rewritten as silu(x) */
+  KILN_COMPILE_NO_CHAIN = 1 << 15,          /* consecutive row-tiled groups run tile by tile */
 };
 
 /* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs
@@ -399,7 +400,8 @@ typedef struct kiln_exec_stats {
   int64_t n_groups_hoisted;    /* consumer groups moved up into their producer's group */
   int64_t n_weight_cats_read_in_place; /* stacked weights a GEMM reads in place (no cat runs) */
   int64_t n_contiguous_elided; /* contiguous(permute(r)) whose producer writes the result directly */
-  int64_t reserved[7];
+  int64_t n_chained_steps;     /* fused-group steps run in tile chains (one parallel job each) */
+  int64_t reserved[6];
 } kiln_exec_stats_t;
 
 /* Fills *out. Errors: INVALID_ARGUMENT (NULL). */

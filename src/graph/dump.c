@@ -191,6 +191,8 @@ static void dump_after(sink_t* s, const kiln_exec_t* e) {
   for (int i = 0; i < e->n_steps; i++) {
     const gx_step* st = &e->steps[i];
     sp(s, "step %d:", i);
+    if (st->chain > 1) sp(s, " [tile chain of %d, %lld rows per tile]", st->chain, (long long)st->chain_rows);
+    if (st->chain == 0) sp(s, " [in the chain above]");
     if (st->kind == GX_STEP_COPY) {
       sp(s, "  copy ");
       vname(s, st->src);
@@ -305,7 +307,7 @@ static void dump_stats(sink_t* s, const kiln_exec_t* e) {
   sp(s, "stats: nodes %lld -> %lld, kernels/run %lld, fused groups %lld (%lld nodes, %lld "
      "reductions), epilogues %lld (%lld ops), dce %lld, cse %lld, folded %lld, views %lld "
      "(%lld copies), in-place %lld, output copies %lld, cats elided %lld, sibling merges %lld, gemms merged %lld, "
-     "groups hoisted %lld, weight cats read in place %lld, contiguous elided %lld, arena %lld / %lld bytes\n",
+     "groups hoisted %lld, weight cats read in place %lld, contiguous elided %lld, chained steps %lld, arena %lld / %lld bytes\n",
      (long long)t->n_nodes_before, (long long)t->n_nodes_after, (long long)t->n_kernels_per_run,
      (long long)t->n_fused_groups, (long long)t->n_fused_nodes, (long long)t->n_reduce_fused,
      (long long)t->n_epilogues, (long long)t->n_epilogue_ops, (long long)t->n_dce,
@@ -313,7 +315,7 @@ static void dump_stats(sink_t* s, const kiln_exec_t* e) {
      (long long)t->n_view_copies, (long long)t->n_inplace, (long long)t->n_output_copies,
      (long long)t->n_cats_elided, (long long)t->n_sibling_merges, (long long)t->n_gemms_merged,
      (long long)t->n_groups_hoisted, (long long)t->n_weight_cats_read_in_place,
-     (long long)t->n_contiguous_elided, (long long)t->arena_bytes, (long long)t->intermediates_bytes);
+     (long long)t->n_contiguous_elided, (long long)t->n_chained_steps, (long long)t->arena_bytes, (long long)t->intermediates_bytes);
 }
 
 typedef struct {

@@ -244,6 +244,11 @@ typedef struct gx_step {
   int kind; /* GX_STEP_NODE: run node `node`; GX_STEP_COPY: value `src` -> output `out` */
   int node;
   int src, out;
+  /* tile chains (plan.c): chain > 1 heads `chain` consecutive fused-group steps that run row
+   * tile by row tile in one parallel job (chain_rows rows per tile); 0 marks the steps it runs,
+   * 1 a step on its own */
+  int chain;
+  int64_t chain_rows;
 } gx_step;
 
 typedef struct gx_buffer {
@@ -331,6 +336,10 @@ kiln_status_t gx_run_node(const kiln_graph_t* g, const gx_node* n, kiln_tensor_t
 /* 1 if output slot k of op may be skipped (NULL) by its kernel. */
 int gx_out_optional(int op, int slot);
 kiln_status_t gx_run_group(kiln_exec_t* e, const gx_group* grp);
+#define GX_CHAIN_MAX 8 /* groups in one tile chain */
+/* Runs n groups (a tile chain, plan.c: tile_dim 0, the same number of rows R, chunks >= rows)
+ * row tile by row tile: every group's part for rows [r, r + rows) before the next tile's. */
+kiln_status_t gx_run_chain(kiln_exec_t* e, const gx_group* const* grs, int n, int64_t rows);
 /* Builds the tiling of a group after its operands are known (interp.c). */
 void gx_group_tiling(gx_group* grp);
 /* Decides whether a tiled group takes the direct path and fills each instruction's kernel

@@ -571,6 +571,29 @@ static void fail(kiln_exec_t* e, kiln_status_t st) {
     snprintf(e->err_msg, sizeof e->err_msg, "%s", kiln_status_message());
 }
 
+/* Runs the part of group gr whose tile_dim index is in [c0, c0 + len) (len <= gr->chunk) at the
+ * outer indices idx, on thread tid's scratch; 0 after recording an error. */
+static int run_tile(kiln_exec_t* e, const gx_group* gr, int tid, const int64_t* idx, int64_t c0,
+                    int64_t len) {
+  tile_t t;
+  t.regs = e->scratch ? e->scratch + (int64_t)tid * e->scratch_per_thread : NULL;
+  t.slot = round64(gr->reg_elems * 8);
+  t.r = gr->ndim - gr->tile_dim;
+  for (int k = 1; k < t.r; k++) t.shape[k] = gr->shape[gr->tile_dim + k];
+  for (int i = 0; i < gr->tile_dim; i++) t.idx[i] = idx[i];
+  t.c0 = c0;
+  t.shape[0] = len;
+  kiln_status_t st = KILN_OK;
+  if (gr->direct) st = run_tile_direct(e, gr, &t);
+  for (int k = 0; st == KILN_OK && !gr->direct && k < gr->n_instr; k++) st = run_instr(e, gr, &t, &gr->instr[k]);
+  if (st == KILN_OK && gr->has_reduce) st = run_reduce(e, gr, &t);
+  if (st != KILN_OK) {
+    fail(e, st);
+    return 0;
+  }
+  return 1;
+}
+
 static void tile_fn(void* ctx, int64_t begin, int64_t end, int tid) {
   job_t* j = ctx;
   kiln_exec_t* e = j->e;
@@ -579,43 +602,59 @@ static void tile_fn(void* ctx, int64_t begin, int64_t end, int tid) {
     fail(e, kiln_error(KILN_ERROR_INTERNAL, "kiln graph: thread id %d beyond the scratch", tid));
     return;
   }
-  tile_t t;
-  t.regs = e->scratch ? e->scratch + (int64_t)tid * e->scratch_per_thread : NULL;
-  t.slot = round64(gr->reg_elems * 8);
-  t.r = gr->ndim - gr->tile_dim;
-  for (int k = 1; k < t.r; k++) t.shape[k] = gr->shape[gr->tile_dim + k];
+  int64_t idx[KILN_MAX_DIMS];
   for (int64_t ti = begin; ti < end; ti++) {
     if (atomic_load_explicit(&e->err, memory_order_relaxed)) return;
     int64_t c = ti % gr->n_chunks, o = ti / gr->n_chunks;
     for (int i = gr->tile_dim - 1; i >= 0; i--) {
-      t.idx[i] = o % gr->shape[i];
+      idx[i] = o % gr->shape[i];
       o /= gr->shape[i];
     }
-    t.c0 = c * gr->chunk;
-    int64_t len = gr->shape[gr->tile_dim] - t.c0;
-    t.shape[0] = len < gr->chunk ? len : gr->chunk;
-    if (gr->direct) {
-      kiln_status_t st = run_tile_direct(e, gr, &t);
-      if (st != KILN_OK) {
-        fail(e, st);
-        return;
-      }
-    }
-    for (int k = 0; !gr->direct && k < gr->n_instr; k++) {
-      kiln_status_t st = run_instr(e, gr, &t, &gr->instr[k]);
-      if (st != KILN_OK) {
-        fail(e, st);
-        return;
-      }
-    }
-    if (gr->has_reduce) {
-      kiln_status_t st = run_reduce(e, gr, &t);
-      if (st != KILN_OK) {
-        fail(e, st);
-        return;
-      }
+    const int64_t c0 = c * gr->chunk, len = gr->shape[gr->tile_dim] - c0;
+    if (!run_tile(e, gr, tid, idx, c0, len < gr->chunk ? len : gr->chunk)) return;
+  }
+}
+
+static kiln_status_t take_error(kiln_exec_t* e) {
+  int st = atomic_load(&e->err);
+  if (st == 0) return KILN_OK;
+  atomic_store(&e->err, 0);
+  return kiln_error((kiln_status_code_t)st, "%s", e->err_msg);
+}
+
+typedef struct {
+  kiln_exec_t* e;
+  const gx_group* const* grs;
+  int n;
+  int64_t rows;
+} chain_job_t;
+
+static void chain_fn(void* ctx, int64_t begin, int64_t end, int tid) {
+  const chain_job_t* j = ctx;
+  if (tid < 0 || tid >= j->e->n_threads) {
+    fail(j->e, kiln_error(KILN_ERROR_INTERNAL, "kiln graph: thread id %d beyond the scratch", tid));
+    return;
+  }
+  const int64_t R = j->grs[0]->shape[0];
+  for (int64_t ti = begin; ti < end; ti++) {
+    const int64_t c0 = ti * j->rows, len = R - c0 < j->rows ? R - c0 : j->rows;
+    for (int k = 0; k < j->n; k++) {
+      if (atomic_load_explicit(&j->e->err, memory_order_relaxed)) return;
+      if (!run_tile(j->e, j->grs[k], tid, NULL, c0, len)) return;
     }
   }
+}
+
+kiln_status_t gx_run_chain(kiln_exec_t* e, const gx_group* const* grs, int n, int64_t rows) {
+  const int64_t R = grs[0]->shape[0], n_tiles = (R + rows - 1) / rows;
+  int64_t per_tile = 0; /* elements of all members per row tile */
+  for (int k = 0; k < n; k++) per_tile += grs[k]->reg_elems / grs[k]->chunk * rows;
+  int64_t grain = GX_TILE_GRAIN / (per_tile > 0 ? per_tile : 1);
+  if (grain < 1) grain = 1;
+  chain_job_t j = {e, grs, n, rows};
+  atomic_store(&e->err, 0);
+  kiln_parallel_for(n_tiles, grain, chain_fn, &j);
+  return take_error(e);
 }
 
 kiln_status_t gx_run_group(kiln_exec_t* e, const gx_group* gr) {
@@ -625,10 +664,5 @@ kiln_status_t gx_run_group(kiln_exec_t* e, const gx_group* gr) {
   if (grain < 1) grain = 1;
   atomic_store(&e->err, 0);
   kiln_parallel_for(gr->n_tiles, grain, tile_fn, &j);
-  int st = atomic_load(&e->err);
-  if (st != 0) {
-    atomic_store(&e->err, 0);
-    return kiln_error((kiln_status_code_t)st, "%s", e->err_msg);
-  }
-  return KILN_OK;
+  return take_error(e);
 }

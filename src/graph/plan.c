@@ -34,6 +34,119 @@ static int step_outputs(const kiln_exec_t* e, const gx_node* n, const int** outs
 
 static int is_compute(int op) { return op != GX_OP_INPUT && op != GX_OP_CONST && !gx_is_view(op); }
 
+/* ---- tile chains ------------------------------------------------------------------------------
+ * Consecutive fused-group steps tiled along the same rows (tile_dim 0, equal extents), where a
+ * member reads what earlier members wrote only in its own rows, run row tile by row tile in one
+ * parallel job (gx_run_chain): an RMSNorm's sum of squares, rsqrt and scaling groups become one
+ * job, a row tile's x stays in one core's cache for both passes, and two dispatches go. Values a
+ * chain writes or reads live over the whole chain (no buffer shared inside it, no in-place), and
+ * members with a reduction keep their tile height, so results do not change. */
+
+static const gx_group* step_group(const kiln_exec_t* e, const gx_step* s) {
+  if (s->kind != GX_STEP_NODE) return NULL;
+  const gx_node* n = &e->wg->nodes[s->node];
+  return n->op == GX_OP_FUSED ? &e->groups[n->aux] : NULL;
+}
+
+static int chainable(const gx_group* gr) {
+  return gr != NULL && gr->tile_dim == 0 && gr->ndim >= 1 && gr->shape[0] > 1 && gr->chunk >= 1;
+}
+
+/* The row (dim 0) stride with which gr writes value v; -1 when gr does not write v. */
+static int64_t write_stride(const gx_group* gr, int v) {
+  for (int j = 0; j < gr->n_out; j++)
+    if (gr->out_vids[j] == v) return gr->out_st[j][0];
+  if (gr->has_reduce && gr->red_out_vid == v) return gr->red_st[0];
+  return -1;
+}
+
+static int writes_root(const kiln_graph_t* g, const gx_group* gr, int root) {
+  for (int j = 0; j < gr->n_out; j++)
+    if (g->values[gr->out_vids[j]].root == root) return 1;
+  return gr->has_reduce && g->values[gr->red_out_vid].root == root;
+}
+
+static int reads_root(const kiln_graph_t* g, const gx_group* gr, int root) {
+  for (int j = 0; j < gr->n_in; j++)
+    if (g->values[gr->in_vids[j]].root == root) return 1;
+  return 0;
+}
+
+/* 1 if group c may follow the chain members m[0..n). */
+static int joins(const kiln_graph_t* g, const gx_group* const* m, int n, const gx_group* c) {
+  if (!chainable(c) || c->shape[0] != m[0]->shape[0]) return 0;
+  for (int j = 0; j < c->n_in; j++) { /* what members wrote: the same value, row for row */
+    const int v = c->in_vids[j], r = g->values[v].root;
+    for (int k = 0; k < n; k++) {
+      if (!writes_root(g, m[k], r)) continue;
+      const int64_t ws = write_stride(m[k], v), rs = c->in_st[j][0];
+      if (ws <= 0 || rs != ws) return 0;
+      int64_t span = 0; /* what one row of c reads stays inside that row */
+      for (int d = 1; d < c->ndim; d++)
+        span += (c->shape[d] - 1) * (c->in_st[j][d] < 0 ? -c->in_st[j][d] : c->in_st[j][d]);
+      if (span >= rs) return 0;
+    }
+  }
+  for (int k = 0; k < n; k++) { /* c writes nothing a member reads or writes */
+    for (int j = 0; j < c->n_out; j++) {
+      const int r = g->values[c->out_vids[j]].root;
+      if (reads_root(g, m[k], r) || writes_root(g, m[k], r)) return 0;
+    }
+    if (c->has_reduce) {
+      const int r = g->values[c->red_out_vid].root;
+      if (reads_root(g, m[k], r) || writes_root(g, m[k], r)) return 0;
+    }
+  }
+  return 1;
+}
+
+static void plan_chains(kiln_exec_t* e, int ns) {
+  for (int s = 0; s < ns; s++) {
+    e->steps[s].chain = 1;
+    e->steps[s].chain_rows = 0;
+  }
+  if (e->flags & KILN_COMPILE_NO_CHAIN) return;
+  for (int s = 0; s < ns;) {
+    const gx_group* m[GX_CHAIN_MAX];
+    int n = 0;
+    int64_t rows = 0;
+    if (chainable(step_group(e, &e->steps[s]))) {
+      m[n++] = step_group(e, &e->steps[s]);
+      rows = m[0]->chunk;
+      while (s + n < ns && n < GX_CHAIN_MAX) {
+        const gx_group* c = step_group(e, &e->steps[s + n]);
+        if (c == NULL || !joins(e->wg, m, n, c)) break;
+        const int64_t r2 = c->chunk < rows ? c->chunk : rows;
+        int ok = !c->has_reduce || c->chunk == r2; /* reductions keep their tile height */
+        for (int k = 0; k < n; k++)
+          if (m[k]->has_reduce && m[k]->chunk != r2) ok = 0;
+        if (!ok) break;
+        rows = r2;
+        m[n++] = c;
+      }
+    }
+    if (n > 1) {
+      e->steps[s].chain = n;
+      e->steps[s].chain_rows = rows;
+      for (int k = 1; k < n; k++) e->steps[s + k].chain = 0;
+      e->stats.n_chained_steps += n;
+      s += n;
+    } else {
+      s++;
+    }
+  }
+}
+
+/* First and last step of the chain step s belongs to (s itself when alone). */
+static int chain_start(const kiln_exec_t* e, int s) {
+  while (s > 0 && e->steps[s].chain == 0) s--;
+  return s;
+}
+static int chain_end(const kiln_exec_t* e, int s) {
+  const int h = chain_start(e, s);
+  return h + (e->steps[h].chain > 1 ? e->steps[h].chain : 1) - 1;
+}
+
 /* ---- in-place -------------------------------------------------------------------------------- */
 
 /* 1 if, inside group `gr`, every read of external input j happens no later than the
@@ -309,7 +422,7 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
   for (int k = 0; k < g->n_outputs; k++) {
     int r = g->values[g->outputs[k]].root;
     if (out_copy[k] && (e->st_cls[r] == GX_ST_INPUT || e->st_cls[r] == GX_ST_CONST)) {
-      gx_step s = {GX_STEP_COPY, -1, g->outputs[k], k};
+      gx_step s = {GX_STEP_COPY, -1, g->outputs[k], k, 1, 0};
       e->steps[ns++] = s;
     }
   }
@@ -326,23 +439,26 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
     int id = e->order[oi];
     const gx_node* n = &g->nodes[id];
     if (!is_compute(n->op) || gx_cat_elided(n)) continue;
-    gx_step s = {GX_STEP_NODE, id, -1, -1};
+    gx_step s = {GX_STEP_NODE, id, -1, -1, 1, 0};
     e->steps[ns++] = s;
     for (int k = 0; k < g->n_outputs; k++) {
       int r = g->values[g->outputs[k]].root;
       if (out_copy[k] && e->st_cls[r] != GX_ST_INPUT && e->st_cls[r] != GX_ST_CONST &&
           L.last[r] == oi) {
-        gx_step c = {GX_STEP_COPY, -1, g->outputs[k], k};
+        gx_step c = {GX_STEP_COPY, -1, g->outputs[k], k, 1, 0};
         e->steps[ns++] = c;
       }
     }
   }
   for (int v = 0; v < NV; v++) L.last[v] = -1;
   e->n_steps = ns;
+  plan_chains(e, ns);
 
-  /* 4. liveness per root */
+  /* 4. liveness per root (a tile chain's values are live over the whole chain: its members run
+   * interleaved tile by tile) */
   for (int s = 0; s < ns; s++) {
     const gx_step* sp = &e->steps[s];
+    const int hi = chain_end(e, s);
     if (sp->kind == GX_STEP_COPY) {
       int r = g->values[sp->src].root;
       L.last[r] = s;
@@ -357,13 +473,14 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
       n_in = e->groups[n->aux].n_in;
     }
     for (int k = 0; k < n_in; k++)
-      if (ins[k] >= 0) L.last[g->values[ins[k]].root] = s;
+      if (ins[k] >= 0) L.last[g->values[ins[k]].root] = hi;
     const int* outs;
     int n_out = step_outputs(e, n, &outs);
     for (int k = 0; k < n_out; k++) {
       if (outs[k] < 0 || !e->v_used[outs[k]]) continue;
       int r = g->values[outs[k]].root; /* itself, or the value it is a window of */
-      if (L.first[r] < 0) L.first[r] = s;
+      if (L.first[r] < 0) L.first[r] = chain_start(e, s);
+      if (hi > s && L.last[r] < hi) L.last[r] = hi; /* written inside a chain: live to its end */
     }
   }
 
@@ -373,7 +490,7 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
     const gx_step* sp = &e->steps[s];
     if (sp->kind != GX_STEP_NODE) continue;
     const gx_node* n = &g->nodes[sp->node];
-    if (!(e->flags & (KILN_COMPILE_NO_INPLACE | KILN_COMPILE_NO_MEMORY_REUSE)))
+    if (!(e->flags & (KILN_COMPILE_NO_INPLACE | KILN_COMPILE_NO_MEMORY_REUSE)) && sp->chain == 1)
       try_inplace(e, &L, s, n);
     const int* outs;
     int n_out = step_outputs(e, n, &outs);
@@ -385,8 +502,8 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
       gx_buffer* b = &e->bufs[e->n_bufs];
       b->root = v;
       b->bytes = round_up(value_bytes(&g->values[v]));
-      b->first = s;
-      b->last = L.last[v] > s ? L.last[v] : s;
+      b->first = chain_start(e, s);
+      b->last = L.last[v] > chain_end(e, s) ? L.last[v] : chain_end(e, s);
       b->offset = 0;
       b->n_shared = 1;
       L.buf_of[v] = e->n_bufs++;

@@ -669,3 +669,72 @@ KT_TEST(rope_pairs_match_unfused) {
     kiln_graph_destroy(g);
   }
 }
+
+/* Tile chains: RMSNorm's three groups (sum of squares, rsqrt, scaling) run row tile by row tile
+ * in one job, with the bits of the unchained program; a consumer that reads a member's result
+ * across rows (transposed) or with a broadcast over rows is not chained in, and gives the same
+ * values too. */
+KT_TEST(tile_chains_match_unchained) {
+  for (int c = 0; c < 3; c++) { /* 0 RMSNorm, 1 + a transposed reader, 2 + a row-broadcast reader */
+    const int64_t M = 96, N = 80;
+    kiln_graph_t* g;
+    KT_OK(kiln_graph_create(&g));
+    int64_t xs[2] = {M, N}, ws[1] = {N};
+    int x, w, sq, ms, me, rs, xn, y;
+    KT_OK(kiln_graph_input(g, F32, 2, xs, &x));
+    KT_OK(kiln_graph_input(g, F32, 1, ws, &w));
+    KT_OK(kiln_graph_unary(g, KILN_UNARY_SQUARE, x, F32, &sq));
+    KT_OK(kiln_graph_reduce(g, KILN_REDUCE_MEAN, sq, 1u << 1, 1, 0.0, F32, &ms)); /* [M, 1] */
+    int eps;
+    KT_OK(kiln_graph_scalar(g, 1e-5, F32, &eps));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, ms, eps, 1.0, F32, &me));
+    KT_OK(kiln_graph_unary(g, KILN_UNARY_RSQRT, me, F32, &rs));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, x, rs, 1.0, F32, &xn));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, xn, w, 1.0, F32, &y));
+    int out = y;
+    if (c == 1) { /* y's rows read as columns: crosses row tiles */
+      int perm[2] = {1, 0}, yt, yt2, back;
+      int64_t sq2[2] = {N, M};
+      KT_OK(kiln_graph_permute(g, y, perm, &yt));
+      KT_OK(kiln_graph_unary(g, KILN_UNARY_TANH, yt, F32, &yt2)); /* [N, M] */
+      (void)sq2;
+      KT_OK(kiln_graph_permute(g, yt2, perm, &back));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, back, y, 1.0, F32, &out));
+    } else if (c == 2) { /* row 0 of rs broadcast to every row */
+      int r0, sum;
+      KT_OK(kiln_graph_slice(g, rs, 0, 0, 1, 1, &r0)); /* [1, 1] */
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, y, r0, 1.0, F32, &sum));
+      out = sum;
+    }
+    KT_OK(kiln_graph_output(g, out));
+    float* in[2] = {gt_randf(M * N), gt_randf(N)};
+    float* o[2];
+    int64_t chained[2];
+    for (int pass = 0; pass < 2; pass++) {
+      kiln_exec_t* e;
+      KT_OK(kiln_graph_compile_ex(g, pass ? KILN_COMPILE_NO_CHAIN : 0, &e));
+      chained[pass] = gt_stats(e).n_chained_steps;
+      o[pass] = malloc(sizeof(float) * (size_t)(M * N));
+      KT_OK(kiln_exec_run(e, 2, (void**)in, 1, (void**)&o[pass]));
+      kiln_exec_destroy(e);
+    }
+    KT_CHECK(chained[1] == 0);
+    if (c == 0) KT_CHECK(chained[0] >= 2);
+    KT_CHECK(memcmp(o[0], o[1], sizeof(float) * (size_t)(M * N)) == 0);
+    double worst = 0; /* y against a direct computation (row 0), within rounding */
+    double s = 0;
+    for (int64_t j = 0; j < N; j++) s += (double)in[0][j] * in[0][j];
+    const double r = 1.0 / sqrt(s / (double)N + 1e-5);
+    if (c == 0)
+      for (int64_t j = 0; j < N; j++) {
+        double d = fabs(o[0][j] - in[0][j] * r * in[1][j]);
+        if (d > worst) worst = d;
+      }
+    KT_CHECK(worst < 1e-5);
+    free(in[0]);
+    free(in[1]);
+    free(o[0]);
+    free(o[1]);
+    kiln_graph_destroy(g);
+  }
+}

@@ -40,11 +40,11 @@ _STATS_FIELDS = ["arena_bytes", "intermediates_bytes", "n_nodes_before", "n_node
                  "n_epilogue_ops", "n_fused_nodes", "n_reduce_fused", "n_inplace", "n_output_copies",
                  "constant_bytes", "scratch_bytes", "n_cats_elided", "n_sibling_merges",
                  "n_gemms_merged", "n_groups_hoisted", "n_weight_cats_read_in_place",
-                 "n_contiguous_elided"]
+                 "n_contiguous_elided", "n_chained_steps"]
 
 
 class _Stats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_int64) for n in _STATS_FIELDS] + [("reserved", ctypes.c_int64 * 7)]
+    _fields_ = [(n, ctypes.c_int64) for n in _STATS_FIELDS] + [("reserved", ctypes.c_int64 * 6)]
 
 
 lib.kiln_exec_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Stats)]
