@@ -85,6 +85,10 @@ void kiln_sgemm_ukr_avx512(int64_t kc, const float* a, const float* b, float* c,
  * arithmetic never depends on the thread count. Fewer loads per FMA. */
 void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                             float alpha, float beta, int mr, int nr);
+/* kiln_sgemm_ukr2_avx512 on six full rows of a row-major f32 A read in place (A(r, p) =
+ * a[r*lda + p], r < 6): the same bits as packing them first. */
+void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
+                                    float* c, int64_t ldc, float alpha, float beta, int nr);
 
 /* One full B sliver from a transposed f32 source: dst[p*NR + j] = bt[j*ld + p], p < kc. */
 void kiln_gemm_pack_b_trans_avx2(float* dst, const float* bt, int64_t ld, int64_t kc);

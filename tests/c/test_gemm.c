@@ -503,3 +503,37 @@ KT_TEST(sgemm_wcat_matches_concatenated_weights) {
   KT_CHECK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 2, good, 0.0f, y, 3, NULL) == KILN_ERROR_INVALID_ARGUMENT);
   KT_OK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 2, good, 0.0f, y, 4, NULL));
 }
+
+/* AVX-512 column ranges read full 6-row slivers of a row-major A in place
+ * (kiln_sgemm_ukr2_adirect_avx512): the bits of packing A, with padded lda, a partial last row
+ * sliver, K slices, a partial last sliver pair, beta and an epilogue; odd sliver counts and
+ * transposed A keep packing. */
+KT_TEST(sgemm_avx512_adirect_pairs_match_packed) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f")) return;
+  static const int64_t shp[][3] = {{128, 384, 128}, {128, 768, 128}, {130, 256, 64}, {64, 96, 300},
+                                   {100, 120, 33},  {140, 200, 513}, {96, 48, 128},  {6, 64, 7}};
+  int diff = 0;
+  for (int s = 0; s < 8; s++) {
+    const int64_t m = shp[s][0], n = shp[s][1], k = shp[s][2], lda = k + (s & 1) * 5;
+    const int ta = s == 7;
+    float* a = fvec(m * lda + k * m);
+    float* b = fvec(n * k);
+    float* bias = fvec(n);
+    float* c0 = fvec(m * n);
+    float* c[2];
+    for (int d = 0; d < 2; d++) {
+      c[d] = malloc(sizeof(float) * (size_t)(m * n));
+      memcpy(c[d], c0, sizeof(float) * (size_t)(m * n));
+      kiln_gemm_set_adirect(d);
+      kiln_gemm_epilogue_t ep = {bias, 1, KILN_GEMM_ACT_SILU, NULL, 0, 0};
+      KT_OK(kiln_sgemm_ex(ta, 1, m, n, k, 0.75f, a, ta ? m : lda, b, k, s == 4 ? 0.5f : 0.0f, c[d], n,
+                          s & 2 ? &ep : NULL));
+    }
+    diff += memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)) != 0;
+    free(a); free(b); free(bias); free(c0); free(c[0]); free(c[1]);
+  }
+  kiln_gemm_set_adirect(1);
+  KT_CHECK(diff == 0);
+#endif
+}

@@ -226,3 +226,92 @@ void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c
     store_row(c + 5 * ldc + NR, f5, va, vb, use_beta, m2);
   }
 }
+
+/* kiln_sgemm_ukr2_avx512 with A read in place: six full rows at a + r*lda (no packed A sliver),
+ * the same k loop and FMA order, so the bits of packing A first. */
+void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
+                                    float* c, int64_t ldc, float alpha, float beta, int nr) {
+  for (int r = 0; r < MR; r++) {
+    _mm_prefetch((const char*)(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char*)(c + r * ldc + 16), _MM_HINT_T0);
+  }
+#if defined(__x86_64__)
+  float acc[12 * 16] __attribute__((aligned(64)));
+  int64_t n4 = kc / 4, n1 = kc % 4;
+  const int64_t off = (int64_t)sizeof(float) * NR * kc; /* b2 - b in bytes */
+  const int64_t rs = (int64_t)sizeof(float) * lda, rs3 = 3 * rs, rs5 = 5 * rs;
+#define KS_ROW(ad, x, y, s) \
+  "vbroadcastss " ad ", %%zmm" #s "\n\t" \
+  "vfmadd231ps %%zmm12, %%zmm" #s ", %%zmm" #x "\n\t" \
+  "vfmadd231ps %%zmm13, %%zmm" #s ", %%zmm" #y "\n\t"
+#define KS(k)                                                                     \
+  "vmovaps " #k "*64(%[b]), %%zmm12\n\t"                                           \
+  "vmovaps " #k "*64(%[b],%[off]), %%zmm13\n\t"                                    \
+  KS_ROW(#k "*4(%[a])", 0, 1, 14) KS_ROW(#k "*4(%[a],%[rs])", 2, 3, 15)            \
+  KS_ROW(#k "*4(%[a],%[rs],2)", 4, 5, 14) KS_ROW(#k "*4(%[a],%[rs3])", 6, 7, 15)   \
+  KS_ROW(#k "*4(%[a],%[rs],4)", 8, 9, 14) KS_ROW(#k "*4(%[a],%[rs5])", 10, 11, 15)
+  __asm__ volatile(
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vmovaps %%zmm0, %%zmm1\n\t" "vmovaps %%zmm0, %%zmm2\n\t" "vmovaps %%zmm0, %%zmm3\n\t"
+      "vmovaps %%zmm0, %%zmm4\n\t" "vmovaps %%zmm0, %%zmm5\n\t" "vmovaps %%zmm0, %%zmm6\n\t"
+      "vmovaps %%zmm0, %%zmm7\n\t" "vmovaps %%zmm0, %%zmm8\n\t" "vmovaps %%zmm0, %%zmm9\n\t"
+      "vmovaps %%zmm0, %%zmm10\n\t" "vmovaps %%zmm0, %%zmm11\n\t"
+      "test %[n4], %[n4]\n\t"
+      "jz 2f\n\t"
+      "1:\n\t"
+      "prefetcht0 512(%[b])\n\t"
+      "prefetcht0 512(%[b],%[off])\n\t"
+      KS(0) KS(1) KS(2) KS(3)
+      "add $16, %[a]\n\t"
+      "add $256, %[b]\n\t"
+      "dec %[n4]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      "test %[n1], %[n1]\n\t"
+      "jz 4f\n\t"
+      "3:\n\t"
+      KS(0)
+      "add $4, %[a]\n\t"
+      "add $64, %[b]\n\t"
+      "dec %[n1]\n\t"
+      "jnz 3b\n\t"
+      "4:\n\t"
+      "vmovaps %%zmm0, 0*64(%[acc])\n\t" "vmovaps %%zmm1, 1*64(%[acc])\n\t"
+      "vmovaps %%zmm2, 2*64(%[acc])\n\t" "vmovaps %%zmm3, 3*64(%[acc])\n\t"
+      "vmovaps %%zmm4, 4*64(%[acc])\n\t" "vmovaps %%zmm5, 5*64(%[acc])\n\t"
+      "vmovaps %%zmm6, 6*64(%[acc])\n\t" "vmovaps %%zmm7, 7*64(%[acc])\n\t"
+      "vmovaps %%zmm8, 8*64(%[acc])\n\t" "vmovaps %%zmm9, 9*64(%[acc])\n\t"
+      "vmovaps %%zmm10, 10*64(%[acc])\n\t" "vmovaps %%zmm11, 11*64(%[acc])\n\t"
+      : [a] "+r"(a), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
+      : [off] "r"(off), [acc] "r"(acc), [rs] "r"(rs), [rs3] "r"(rs3), [rs5] "r"(rs5)
+      : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+#undef KS
+#undef KS_ROW
+  __m512 e[6], f[6];
+  for (int r = 0; r < 6; r++) {
+    e[r] = _mm512_load_ps(acc + (2 * r) * 16);
+    f[r] = _mm512_load_ps(acc + (2 * r + 1) * 16);
+  }
+#else
+  __m512 e[6], f[6];
+  for (int r = 0; r < 6; r++) e[r] = f[r] = _mm512_setzero_ps();
+  const float* b2 = b + NR * kc;
+  for (int64_t p = 0; p < kc; p++) {
+    const __m512 b_ = _mm512_load_ps(b + p * NR), c_ = _mm512_load_ps(b2 + p * NR);
+    for (int r = 0; r < 6; r++) {
+      const __m512 s_ = _mm512_set1_ps(a[r * lda + p]);
+      e[r] = _mm512_fmadd_ps(s_, b_, e[r]);
+      f[r] = _mm512_fmadd_ps(s_, c_, f[r]);
+    }
+  }
+#endif
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const int use_beta = beta != 0.0f;
+  const int n2 = nr - NR; /* columns in the second sliver, 1..16 */
+  const __mmask16 m2 = n2 >= NR ? (__mmask16)0xFFFF : (__mmask16)((1u << n2) - 1u);
+  for (int r = 0; r < 6; r++) {
+    store_row(c + r * ldc, e[r], va, vb, use_beta, (__mmask16)0xFFFF);
+    store_row(c + r * ldc + NR, f[r], va, vb, use_beta, m2);
+  }
+}
