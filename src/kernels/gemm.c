@@ -733,13 +733,26 @@ kiln_status_t kiln_sgemm_wcat(int trans_a, int64_t m, int64_t k, float alpha, co
   kiln_sgemm_problem_t pr;
   fill_problem(&pr, trans_a, 1, m, n, k, alpha, a, lda, nu ? used[0].w : NULL, nu ? used[0].ld : 1,
                beta, c, ldc);
-  if (nu > 1) {
+  KILN_RETURN_IF_ERROR(check_epilogue("kiln_sgemm_wcat", ep, n, &pr.ep));
+  KILN_RETURN_IF_ERROR(kiln_gemm_resolve_act(&pr));
+  gemm_scratch_t* row = NULL;
+  if (nu > 1 && k == 1 && reads) {
+    /* K = 1: the concatenation is one contiguous row, which the unpacked path reads directly;
+     * gather it so this call takes that path too (the same bits) */
+    row = kiln_gemm_scratch_acquire(sizeof(float) * (size_t)n);
+    if (row == NULL)
+      return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm_wcat: cannot allocate %lld floats", (long long)n);
+    int64_t j = 0;
+    for (int s = 0; s < nu; s++)
+      for (int64_t r = 0; r < used[s].n; r++) row->buf[j++] = used[s].w[r * used[s].ld];
+    pr.b = (kiln_gemm_src_t){row->buf, 1, 1, KILN_DTYPE_F32, NULL, 0};
+  } else if (nu > 1) {
     pr.b.blk = used;
     pr.b.nblk = nu;
   }
-  KILN_RETURN_IF_ERROR(check_epilogue("kiln_sgemm_wcat", ep, n, &pr.ep));
-  KILN_RETURN_IF_ERROR(kiln_gemm_resolve_act(&pr));
-  return kiln_sgemm_run(&pr);
+  const kiln_status_t st = kiln_sgemm_run(&pr);
+  kiln_gemm_scratch_release(row);
+  return st;
 }
 
 typedef struct batch_ctx {
