@@ -92,6 +92,8 @@ void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, con
 
 /* One full B sliver from a transposed f32 source: dst[p*NR + j] = bt[j*ld + p], p < kc. */
 void kiln_gemm_pack_b_trans_avx2(float* dst, const float* bt, int64_t ld, int64_t kc);
+/* The same with AVX-512F (16x16 transposes); the same output. Call only on AVX-512F CPUs. */
+void kiln_gemm_pack_b_trans_avx512(float* dst, const float* bt, int64_t ld, int64_t kc);
 
 /* GEMV against a transposed B: y[j] = alpha * sum_p x[p]*bt[j*ldb + p] + beta*y[j], j < n
  * (beta == 0 does not read y). */

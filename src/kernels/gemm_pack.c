@@ -146,7 +146,8 @@ void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t 
       const float* bt = src_at(b, p0, j0 + s0);
       float* d = dst + s0 * kc;
       if (avx2) {
-        kiln_gemm_pack_b_trans_avx2(d, bt, b->cs, kc);
+        if (kiln_cpu_has_avx512()) kiln_gemm_pack_b_trans_avx512(d, bt, b->cs, kc);
+        else kiln_gemm_pack_b_trans_avx2(d, bt, b->cs, kc);
         continue;
       }
       for (int64_t pb = 0; pb < kc; pb += 16) {

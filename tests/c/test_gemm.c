@@ -537,3 +537,29 @@ KT_TEST(sgemm_avx512_adirect_pairs_match_packed) {
   KT_CHECK(diff == 0);
 #endif
 }
+
+/* The AVX-512 transposing B packer writes exactly what the AVX2 one does: every depth up to 40
+ * (16-step blocks, the 8-step and scalar tails), deeper slivers and a padded source row. */
+KT_TEST(pack_b_trans_avx512_matches_avx2) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f")) return;
+  int bad = 0;
+  for (int64_t kc = 0; kc <= 300; kc += kc < 40 ? 1 : 53) {
+    const int64_t ld = kc + 7;
+    float* src = fvec(16 * ld + 1);
+    float* d0 = aligned_alloc(64, sizeof(float) * (size_t)(16 * kc + 16));
+    float* d1 = aligned_alloc(64, sizeof(float) * (size_t)(16 * kc + 16));
+    memset(d0, 0, sizeof(float) * (size_t)(16 * kc + 16));
+    memset(d1, 0, sizeof(float) * (size_t)(16 * kc + 16));
+    kiln_gemm_pack_b_trans_avx2(d0, src, ld, kc);
+    kiln_gemm_pack_b_trans_avx512(d1, src, ld, kc);
+    bad += memcmp(d0, d1, sizeof(float) * (size_t)(16 * kc + 16)) != 0;
+    for (int64_t p = 0; p < kc; p++)
+      for (int j = 0; j < 16; j++) bad += d1[p * 16 + j] != src[j * ld + p];
+    free(src);
+    free(d0);
+    free(d1);
+  }
+  KT_CHECK(bad == 0);
+#endif
+}

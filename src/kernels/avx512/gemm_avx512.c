@@ -315,3 +315,43 @@ void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, con
     store_row(c + r * ldc + NR, f[r], va, vb, use_beta, m2);
   }
 }
+
+/* One full B sliver from a transposed source (kiln_gemm_pack_b_trans_avx2's contract): 16 rows
+ * x 16 k steps per 16x16 register transpose, each result a whole 64-byte row of the sliver; the
+ * next block of every source row is prefetched (the weights come from L3 on most calls). The
+ * last kc % 16 steps go through the AVX2 packer's 8x8 path and scalar tail. */
+void kiln_gemm_pack_b_trans_avx512(float* dst, const float* bt, int64_t ld, int64_t kc) {
+  int64_t p = 0;
+  for (; p + 16 <= kc; p += 16) {
+    __m512 r[16], t[16];
+    for (int j = 0; j < 16; j++) {
+      const float* src = bt + j * ld + p;
+      _mm_prefetch((const char*)(src + 32), _MM_HINT_T0);
+      _mm_prefetch((const char*)(src + 16 * ld), _MM_HINT_T1); /* the next sliver's rows */
+      r[j] = _mm512_loadu_ps(src);
+    }
+    for (int j = 0; j < 16; j += 2) { /* 2x2 blocks of single floats */
+      t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+      t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+    }
+    for (int j = 0; j < 16; j += 4) { /* 4x4 blocks */
+      r[j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[j]), _mm512_castps_pd(t[j + 2])));
+      r[j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[j]), _mm512_castps_pd(t[j + 2])));
+      r[j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[j + 1]), _mm512_castps_pd(t[j + 3])));
+      r[j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[j + 1]), _mm512_castps_pd(t[j + 3])));
+    }
+    /* r[4g + q] holds, in each 128-bit lane L, k step 4L + q's values of rows 4g..4g+3 */
+    for (int q = 0; q < 4; q++) { /* gather the four row groups' lanes */
+      const __m512 a01 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x44);       /* lanes 0,1 of g0 | g1 */
+      const __m512 a23 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x44);  /* lanes 0,1 of g2 | g3 */
+      const __m512 b01 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xEE);       /* lanes 2,3 of g0 | g1 */
+      const __m512 b23 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xEE);  /* lanes 2,3 of g2 | g3 */
+      /* k = q: lane 0 of each group; k = 4 + q: lane 1; k = 8 + q: lane 2; k = 12 + q: lane 3 */
+      _mm512_store_ps(dst + (p + q) * NR, _mm512_shuffle_f32x4(a01, a23, 0x88));
+      _mm512_store_ps(dst + (p + 4 + q) * NR, _mm512_shuffle_f32x4(a01, a23, 0xDD));
+      _mm512_store_ps(dst + (p + 8 + q) * NR, _mm512_shuffle_f32x4(b01, b23, 0x88));
+      _mm512_store_ps(dst + (p + 12 + q) * NR, _mm512_shuffle_f32x4(b01, b23, 0xDD));
+    }
+  }
+  if (p < kc) kiln_gemm_pack_b_trans_avx2(dst + p * NR, bt + p, ld, kc - p);
+}
