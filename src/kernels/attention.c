@@ -159,7 +159,9 @@ static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
   float* mrow = acc + br * Ev;
   float* lrow = mrow + br;
   for (int64_t t = t0; t < t1; t++) {
-    const int64_t qb = t % c->nqb, bh = t / c->nqb, b = bh / c->H, h = bh % c->H;
+    /* causal: the last query blocks see the most keys, so they are handed out first (the
+     * threads then finish together); every task's rows are its own, results do not change */
+    const int64_t nbh = c->B * c->H, qb = c->nqb - 1 - t / nbh, bh = t % nbh, b = bh / c->H, h = bh % c->H;
     const int64_t hk = h / c->group;
     const int64_t i0 = qb * br, ni = c->L - i0 < br ? c->L - i0 : br;
     int64_t ldq, ldv;
@@ -344,7 +346,8 @@ static void bwd_kv_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
   const bwd_mem_t m = bwd_layout(c, kiln_nn_scratch_get(&c->scratch, tid, stack));
   const int64_t E = c->E, Ev = c->Ev, br = c->br, bc = c->bc;
   for (int64_t t = t0; t < t1; t++) {
-    const int64_t kb = t % c->nkb, bh = t / c->nkb, b = bh / c->Hk, hk = bh % c->Hk;
+    /* causal: the first key blocks are seen by the most queries: handed out first */
+    const int64_t nbh = c->B * c->Hk, kb = t / nbh, bh = t % nbh, b = bh / c->Hk, hk = bh % c->Hk;
     const int64_t j0 = kb * bc, nj = c->S - j0 < bc ? c->S - j0 : bc;
     int64_t ldq, lddo;
     const float* Kt = block_t(ops, &c->k, b, hk, j0, nj, E, m.kbuf, m.ktbuf, bc);
@@ -374,7 +377,7 @@ static void bwd_q_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
   const bwd_mem_t m = bwd_layout(c, kiln_nn_scratch_get(&c->scratch, tid, stack));
   const int64_t E = c->E, Ev = c->Ev, br = c->br, bc = c->bc;
   for (int64_t t = t0; t < t1; t++) {
-    const int64_t qb = t % c->nqb, bh = t / c->nqb, b = bh / c->H, h = bh % c->H;
+    const int64_t nbh = c->B * c->H, qb = c->nqb - 1 - t / nbh, bh = t % nbh, b = bh / c->H, h = bh % c->H;
     const int64_t hk = h / c->group;
     const int64_t i0 = qb * br, ni = c->L - i0 < br ? c->L - i0 : br;
     int64_t ldk, ldq, lddo;
