@@ -184,21 +184,7 @@ class KilnProgram:
         run_device = self._run_device
         if run_device is not None:  # the per-call loop in C++ (torch.ops.kiln.run_program)
             values = _run_program(self._exec_int, args, run_device)
-            if self._all_values:
-                return values
-            results, k = [], 0
-            for o in outs:
-                kind = o[0]
-                if kind == "value":
-                    results.append(values[k])
-                    k += 1
-                elif kind == "alias":
-                    results.append(replay_views(args[o[1]], o[2]))
-                elif kind == "zeros":
-                    results.append(torch.zeros(o[1], dtype=o[2], device=o[3]))
-                else:
-                    results.append(o[1])
-            return results
+            return values if self._all_values else _assemble(outs, args, values)
         if len(args) != len(ins):
             raise RuntimeError(f"kiln program {self.name}: {len(args)} inputs given, compiled for {len(ins)}")
         in_arr, keep = self._in_arr, None
@@ -212,20 +198,13 @@ class KilnProgram:
                 keep = keep or []
                 keep.append(a)  # alive until the run returns
             in_arr[i] = a.data_ptr()
-        results, k, out_arr, empty = [], 0, self._out_arr, torch.empty
+        values, out_arr, empty = [], self._out_arr, torch.empty
         for o in outs:
-            kind = o[0]
-            if kind == "value":
+            if o[0] == "value":
                 t = empty(o[1], dtype=o[2], device=o[3])
-                out_arr[k] = t.data_ptr()
-                k += 1
-                results.append(t)
-            elif kind == "alias":
-                results.append(replay_views(args[o[1]], o[2]))
-            elif kind == "zeros":
-                results.append(torch.zeros(o[1], dtype=o[2], device=o[3]))
-            else:
-                results.append(o[1])
+                out_arr[len(values)] = t.data_ptr()
+                values.append(t)
+        results = _assemble(outs, args, values)
         if self.n_out:
             ws, ws_ptr = None, None
             if self.workspace_bytes:
@@ -239,6 +218,23 @@ class KilnProgram:
 
 _counter = [0]
 _run_program = torch.ops.kiln.run_program
+
+
+def _assemble(outs, args, values):
+    """A program's results in order: its computed `values`, views of inputs, zeros, constants."""
+    results, k = [], 0
+    for o in outs:
+        kind = o[0]
+        if kind == "value":
+            results.append(values[k])
+            k += 1
+        elif kind == "alias":
+            results.append(replay_views(args[o[1]], o[2]))
+        elif kind == "zeros":
+            results.append(torch.zeros(o[1], dtype=o[2], device=o[3]))
+        else:
+            results.append(o[1])
+    return results
 
 
 def _compile_fx(gm, example_inputs, kind):

@@ -97,6 +97,21 @@ void kiln_sgemm_ukr_avx512(int64_t kc, const float* a, const float* b, float* c,
     y5 = _mm512_fmadd_ps(s_, c_, y5);                                      \
   } while (0)
 
+/* The pair kernels' accumulators: zmm0-11 zeroed before the k loop, spilled to `acc` after. */
+#define ACC12_ZERO                                                                           \
+  "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"                                                       \
+  "vmovaps %%zmm0, %%zmm1\n\t" "vmovaps %%zmm0, %%zmm2\n\t" "vmovaps %%zmm0, %%zmm3\n\t"   \
+  "vmovaps %%zmm0, %%zmm4\n\t" "vmovaps %%zmm0, %%zmm5\n\t" "vmovaps %%zmm0, %%zmm6\n\t"   \
+  "vmovaps %%zmm0, %%zmm7\n\t" "vmovaps %%zmm0, %%zmm8\n\t" "vmovaps %%zmm0, %%zmm9\n\t"   \
+  "vmovaps %%zmm0, %%zmm10\n\t" "vmovaps %%zmm0, %%zmm11\n\t"
+#define ACC12_SPILL                                                                          \
+  "vmovaps %%zmm0, 0*64(%[acc])\n\t" "vmovaps %%zmm1, 1*64(%[acc])\n\t"                    \
+  "vmovaps %%zmm2, 2*64(%[acc])\n\t" "vmovaps %%zmm3, 3*64(%[acc])\n\t"                    \
+  "vmovaps %%zmm4, 4*64(%[acc])\n\t" "vmovaps %%zmm5, 5*64(%[acc])\n\t"                    \
+  "vmovaps %%zmm6, 6*64(%[acc])\n\t" "vmovaps %%zmm7, 7*64(%[acc])\n\t"                    \
+  "vmovaps %%zmm8, 8*64(%[acc])\n\t" "vmovaps %%zmm9, 9*64(%[acc])\n\t"                    \
+  "vmovaps %%zmm10, 10*64(%[acc])\n\t" "vmovaps %%zmm11, 11*64(%[acc])\n\t"
+
 /* Two adjacent packed B slivers (b, then b + NR*kc) against one A sliver: a 6 x 32 tile in
  * twelve accumulators, one FMA chain per output vector over all of k (twelve independent chains
  * already cover the FMA latency on two pipes, so there is no even/odd split: that split's 24
@@ -131,11 +146,7 @@ void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c
   KS_ROW(k*24+0, 0, 1, 14) KS_ROW(k*24+4, 2, 3, 15) KS_ROW(k*24+8, 4, 5, 14)          \
   KS_ROW(k*24+12, 6, 7, 15) KS_ROW(k*24+16, 8, 9, 14) KS_ROW(k*24+20, 10, 11, 15)
     __asm__ volatile(
-        "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
-        "vmovaps %%zmm0, %%zmm1\n\t" "vmovaps %%zmm0, %%zmm2\n\t" "vmovaps %%zmm0, %%zmm3\n\t"
-        "vmovaps %%zmm0, %%zmm4\n\t" "vmovaps %%zmm0, %%zmm5\n\t" "vmovaps %%zmm0, %%zmm6\n\t"
-        "vmovaps %%zmm0, %%zmm7\n\t" "vmovaps %%zmm0, %%zmm8\n\t" "vmovaps %%zmm0, %%zmm9\n\t"
-        "vmovaps %%zmm0, %%zmm10\n\t" "vmovaps %%zmm0, %%zmm11\n\t"
+        ACC12_ZERO
         "test %[n4], %[n4]\n\t"
         "jz 2f\n\t"
         "1:\n\t"
@@ -157,12 +168,7 @@ void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c
         "dec %[n1]\n\t"
         "jnz 3b\n\t"
         "4:\n\t"
-        "vmovaps %%zmm0, 0*64(%[acc])\n\t" "vmovaps %%zmm1, 1*64(%[acc])\n\t"
-        "vmovaps %%zmm2, 2*64(%[acc])\n\t" "vmovaps %%zmm3, 3*64(%[acc])\n\t"
-        "vmovaps %%zmm4, 4*64(%[acc])\n\t" "vmovaps %%zmm5, 5*64(%[acc])\n\t"
-        "vmovaps %%zmm6, 6*64(%[acc])\n\t" "vmovaps %%zmm7, 7*64(%[acc])\n\t"
-        "vmovaps %%zmm8, 8*64(%[acc])\n\t" "vmovaps %%zmm9, 9*64(%[acc])\n\t"
-        "vmovaps %%zmm10, 10*64(%[acc])\n\t" "vmovaps %%zmm11, 11*64(%[acc])\n\t"
+        ACC12_SPILL
         : [a] "+r"(a), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
         : [off] "r"(off), [acc] "r"(acc)
         : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
@@ -251,11 +257,7 @@ void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, con
   KS_ROW(#k "*4(%[a],%[rs],2)", 4, 5, 14) KS_ROW(#k "*4(%[a],%[rs3])", 6, 7, 15)   \
   KS_ROW(#k "*4(%[a],%[rs],4)", 8, 9, 14) KS_ROW(#k "*4(%[a],%[rs5])", 10, 11, 15)
   __asm__ volatile(
-      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
-      "vmovaps %%zmm0, %%zmm1\n\t" "vmovaps %%zmm0, %%zmm2\n\t" "vmovaps %%zmm0, %%zmm3\n\t"
-      "vmovaps %%zmm0, %%zmm4\n\t" "vmovaps %%zmm0, %%zmm5\n\t" "vmovaps %%zmm0, %%zmm6\n\t"
-      "vmovaps %%zmm0, %%zmm7\n\t" "vmovaps %%zmm0, %%zmm8\n\t" "vmovaps %%zmm0, %%zmm9\n\t"
-      "vmovaps %%zmm0, %%zmm10\n\t" "vmovaps %%zmm0, %%zmm11\n\t"
+      ACC12_ZERO
       "test %[n4], %[n4]\n\t"
       "jz 2f\n\t"
       "1:\n\t"
@@ -276,12 +278,7 @@ void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, con
       "dec %[n1]\n\t"
       "jnz 3b\n\t"
       "4:\n\t"
-      "vmovaps %%zmm0, 0*64(%[acc])\n\t" "vmovaps %%zmm1, 1*64(%[acc])\n\t"
-      "vmovaps %%zmm2, 2*64(%[acc])\n\t" "vmovaps %%zmm3, 3*64(%[acc])\n\t"
-      "vmovaps %%zmm4, 4*64(%[acc])\n\t" "vmovaps %%zmm5, 5*64(%[acc])\n\t"
-      "vmovaps %%zmm6, 6*64(%[acc])\n\t" "vmovaps %%zmm7, 7*64(%[acc])\n\t"
-      "vmovaps %%zmm8, 8*64(%[acc])\n\t" "vmovaps %%zmm9, 9*64(%[acc])\n\t"
-      "vmovaps %%zmm10, 10*64(%[acc])\n\t" "vmovaps %%zmm11, 11*64(%[acc])\n\t"
+      ACC12_SPILL
       : [a] "+r"(a), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
       : [off] "r"(off), [acc] "r"(acc), [rs] "r"(rs), [rs3] "r"(rs3), [rs5] "r"(rs5)
       : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
