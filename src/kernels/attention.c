@@ -203,7 +203,7 @@ static void fwd_tasks(void* arg, int64_t t0, int64_t t1, int tid) {
       float lse = 0.0f; /* fully masked row: out 0, logsumexp 0 (torch) */
       if (lrow[r] > 0.0f) {
         ops->affine(o, 1.0f / lrow[r], 0.0f, o, Ev);
-        lse = mrow[r] + logf(lrow[r]);
+        if (c->has_lse) lse = mrow[r] + logf(lrow[r]); /* (inference has no use for it) */
       } else if (lrow[r] == 0.0f) {
         memset(o, 0, sizeof(float) * (size_t)Ev);
       } else { /* NaN */
