@@ -396,6 +396,8 @@ static kiln_status_t dump_profile(sink_t* s, const kiln_exec_t* e) {
     sp(s, "  %9.3f  %5.1f%%  step %d:", (double)rows[r].ns / (double)runs * 1e-6,
        100.0 * (double)rows[r].ns / tot, i);
     const gx_step* st = &e->steps[i];
+    if (st->chain > 1) sp(s, " [chain of steps %d-%d]", i, i + st->chain - 1);
+    if (st->chain == 0) sp(s, " [timed with its chain]");
     if (st->kind == GX_STEP_COPY) sp(s, "  copy %%%d -> output[%d]\n", st->src, st->out);
     else node_line(s, g, e, st->node);
   }
