@@ -352,7 +352,6 @@ static kiln_status_t run_steps(kiln_exec_t* e, int i) {
   return gx_run_chain(e, grs, s->chain, s->chain_rows);
 }
 
-
 int64_t kiln_exec_workspace_size(const kiln_exec_t* e) { return e ? e->arena_bytes : 0; }
 
 kiln_status_t kiln_exec_run(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,

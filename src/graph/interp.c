@@ -427,32 +427,26 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
   const int row_mode = any_rows && L >= GX_ROW_MODE_MIN && !red_in_reg;
   for (int j = 0; j < gr->n_in; j++)
     if (!(in_cls[j] == OPD_DENSE || (row_mode && in_cls[j] == OPD_ROWS))) in_cls[j] = OPD_SLOT;
-  int in_odd[GX_DIRECT_MAX_IN]; /* the odd member of an even/odd input pair, else -1 */
+  /* f32 slot inputs that are one buffer's even/odd lanes: one deinterleaving pass for both */
+  int moved[GX_DIRECT_MAX_IN] = {0};
   for (int j = 0; j < gr->n_in; j++) {
-    in_odd[j] = -1;
-    if (in_cls[j] != OPD_SLOT || gr->in_type[j] != KILN_DTYPE_F32 ||
-        e->vt[gr->in_vids[j]].dtype != KILN_DTYPE_F32)
+    if (in_cls[j] != OPD_SLOT || moved[j] || e->vt[gr->in_vids[j]].dtype != KILN_DTYPE_F32 ||
+        gr->in_type[j] != KILN_DTYPE_F32)
       continue;
-    for (int j2 = 0; j2 < gr->n_in && in_odd[j] < 0; j2++)
-      if (j2 != j && in_cls[j2] == OPD_SLOT && gr->in_type[j2] == KILN_DTYPE_F32 &&
-          e->vt[gr->in_vids[j2]].dtype == KILN_DTYPE_F32 && is_pair(t, in_tst[j], in_tst[j2], inp[j], inp[j2]))
-        in_odd[j] = j2;
-  }
-  for (int j = 0; j < gr->n_in; j++) { /* pairs first: both slots filled from the unmoved pointers */
-    if (in_odd[j] < 0 || inp[in_odd[j]] != inp[j] + 4) continue;
-    const int j2 = in_odd[j];
-    char* s0 = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
-    char* s1 = t->regs + (int64_t)(gr->n_regs + j2) * t->slot;
-    move_pair(s0, s1, inp[j], t, in_tst[j], 1);
-    inp[j] = s0;
-    inp[j2] = s1;
-    in_cls[j] = in_cls[j2] = -1; /* moved */
+    for (int j2 = 0; j2 < gr->n_in; j2++)
+      if (j2 != j && !moved[j2] && in_cls[j2] == OPD_SLOT && gr->in_type[j2] == KILN_DTYPE_F32 &&
+          e->vt[gr->in_vids[j2]].dtype == KILN_DTYPE_F32 && is_pair(t, in_tst[j], in_tst[j2], inp[j], inp[j2])) {
+        char* s0 = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
+        char* s1 = t->regs + (int64_t)(gr->n_regs + j2) * t->slot;
+        move_pair(s0, s1, inp[j], t, in_tst[j], 1);
+        inp[j] = s0;
+        inp[j2] = s1;
+        moved[j] = moved[j2] = 1;
+        break;
+      }
   }
   for (int j = 0; j < gr->n_in; j++) {
-    if (in_cls[j] != OPD_SLOT) {
-      if (in_cls[j] < 0) in_cls[j] = OPD_SLOT;
-      continue;
-    }
+    if (in_cls[j] != OPD_SLOT || moved[j]) continue;
     const kiln_tensor_t* v = &e->vt[gr->in_vids[j]];
     char* slot = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
     move_tile(slot, inp[j], t, in_tst[j], (int64_t)kiln_dtype_size(v->dtype), 1, v->dtype,

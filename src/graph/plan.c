@@ -503,7 +503,7 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
       b->root = v;
       b->bytes = round_up(value_bytes(&g->values[v]));
       b->first = chain_start(e, s);
-      b->last = L.last[v] > chain_end(e, s) ? L.last[v] : chain_end(e, s);
+      b->last = L.last[v] > s ? L.last[v] : s; /* (values written in a chain: L.last >= its end) */
       b->offset = 0;
       b->n_shared = 1;
       L.buf_of[v] = e->n_bufs++;

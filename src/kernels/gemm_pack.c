@@ -242,16 +242,17 @@ static int act_unary_op(int activation) {
 kiln_status_t kiln_gemm_resolve_act(kiln_sgemm_problem_t* pr) {
   pr->act = NULL;
   memset(&pr->act_args, 0, sizeof pr->act_args);
+  if (pr->ep == NULL) return KILN_OK;
   /* the kernels eager add / mul run (ISA-specific), alpha 1 */
   kiln_ew_desc_t d;
   KILN_RETURN_IF_ERROR(kiln_binary_desc(KILN_BINARY_ADD, NULL, 1.0, KILN_DTYPE_F32, &d));
   pr->add = pr->join = d.kernel;
   pr->join_args = d.args;
-  if (pr->ep != NULL && pr->ep->residual_op == KILN_GEMM_RESIDUAL_MUL) {
+  if (pr->ep->residual_op == KILN_GEMM_RESIDUAL_MUL) {
     KILN_RETURN_IF_ERROR(kiln_binary_desc(KILN_BINARY_MUL, NULL, 1.0, KILN_DTYPE_F32, &d));
     pr->join = d.kernel;
   }
-  if (pr->ep == NULL || pr->ep->activation == KILN_GEMM_ACT_NONE) return KILN_OK;
+  if (pr->ep->activation == KILN_GEMM_ACT_NONE) return KILN_OK;
   const int op = act_unary_op(pr->ep->activation);
   if (op < 0)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln_sgemm_ex: unknown activation %d",

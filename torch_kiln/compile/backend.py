@@ -129,6 +129,12 @@ class KilnProgram:
         self.workspace_device = dev
         self._in_arr = (ctypes.c_void_p * max(len(self.inputs), 1))()
         self._out_arr = (ctypes.c_void_p * max(self.n_out, 1))()
+        # torch.ops.kiln.run_program runs a call in C++ and allocates the results on one device:
+        # the device of all value outputs (None: no results, or several devices; Python runs it)
+        devs = {o[2].device for o in self.outputs if o[0] == "value"}
+        self._run_device = next(iter(devs)) if len(devs) == 1 and self.exec else None
+        self._exec_int = self.exec.value if self.exec else 0
+        self._all_values = all(o[0] == "value" for o in self.outputs)
         if _log_enabled() and self.exec:
             print(f"[kiln] ==== {name}: after passes ====\n" + _capi.text(lib.kiln_exec_dump, self.exec, 4))
             d = os.environ.get("TORCH_KILN_LOG_DIR", "kiln_logs")
@@ -163,27 +169,11 @@ class KilnProgram:
         self._in_specs, self._out_specs = ins, outs
         return ins, outs
 
-    @property
-    def _run_device(self):
-        """The device torch.ops.kiln.run_program allocates the outputs on: the one device of the
-        program's results (None: no results, or results on several devices; Python runs it)."""
-        dev = getattr(self, "_run_dev", False)
-        if dev is False:
-            devs = {o[2].device for o in self.outputs if o[0] == "value"}
-            dev = next(iter(devs)) if len(devs) == 1 and self.exec else None
-            self._run_dev = dev
-            self._exec_int = self.exec.value if self.exec else 0
-            self._all_values = all(o[0] == "value" for o in self.outputs)
-            if dev is not None:
-                self._specs()
-        return dev
-
     def __call__(self, *args):
         specs = getattr(self, "_in_specs", None)
         ins, outs = (specs, self._out_specs) if specs is not None else self._specs()
-        run_device = self._run_device
-        if run_device is not None:  # the per-call loop in C++ (torch.ops.kiln.run_program)
-            values = _run_program(self._exec_int, args, run_device)
+        if self._run_device is not None:  # the per-call loop in C++ (torch.ops.kiln.run_program)
+            values = _run_program(self._exec_int, args, self._run_device)
             return values if self._all_values else _assemble(outs, args, values)
         if len(args) != len(ins):
             raise RuntimeError(f"kiln program {self.name}: {len(args)} inputs given, compiled for {len(ins)}")

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln_torch.h"
+#include "tensor_desc.h"
 
 extern "C" {
 #include "kiln/graph.h"
@@ -16,22 +17,6 @@ extern "C" {
 
 namespace torch_kiln {
 namespace {
-
-at::ScalarType scalar_type(int kiln_dtype) {
-  switch (kiln_dtype) {
-    case KILN_DTYPE_F32: return at::kFloat;
-    case KILN_DTYPE_F16: return at::kHalf;
-    case KILN_DTYPE_BF16: return at::kBFloat16;
-    case KILN_DTYPE_F64: return at::kDouble;
-    case KILN_DTYPE_I8: return at::kChar;
-    case KILN_DTYPE_I16: return at::kShort;
-    case KILN_DTYPE_I32: return at::kInt;
-    case KILN_DTYPE_I64: return at::kLong;
-    case KILN_DTYPE_U8: return at::kByte;
-    case KILN_DTYPE_BOOL: return at::kBool;
-    default: TORCH_CHECK(false, "kiln program: unknown kiln dtype ", kiln_dtype);
-  }
-}
 
 std::string shape_str(const int64_t* shape, int ndim) {
   std::string s = "(";
@@ -55,12 +40,12 @@ std::vector<at::Tensor> op_run_program(int64_t exec, at::TensorList inputs, c10:
     int dtype = 0, ndim = 0;
     int64_t shape[KILN_MAX_DIMS] = {0};
     KILN_CHECK(kiln_exec_input_info(e, i, &dtype, &ndim, shape));
-    bool same = t.defined() && t.dim() == ndim && t.scalar_type() == scalar_type(dtype);
+    bool same = t.defined() && t.dim() == ndim && t.scalar_type() == to_scalar_type(dtype);
     for (int d = 0; same && d < ndim; d++) same = t.size(d) == shape[d];
     TORCH_CHECK(same, "kiln program: input ", i, " is ",
                 t.defined() ? shape_str(t.sizes().data(), static_cast<int>(t.dim())) : std::string("undefined"),
                 " ", t.defined() ? c10::toString(t.scalar_type()) : "", ", compiled for ", shape_str(shape, ndim),
-                " ", c10::toString(scalar_type(dtype)));
+                " ", c10::toString(to_scalar_type(dtype)));
     TORCH_CHECK(t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1,
                 "kiln program: input ", i, " is on ", t.device(), " (kiln or cpu memory expected)");
     if (t.is_contiguous()) {
@@ -78,7 +63,7 @@ std::vector<at::Tensor> op_run_program(int64_t exec, at::TensorList inputs, c10:
     int dtype = 0, ndim = 0;
     int64_t shape[KILN_MAX_DIMS] = {0};
     KILN_CHECK(kiln_exec_output_info(e, k, &dtype, &ndim, shape));
-    outs.push_back(at::empty(c10::IntArrayRef(shape, static_cast<size_t>(ndim)), opts.dtype(scalar_type(dtype))));
+    outs.push_back(at::empty(c10::IntArrayRef(shape, static_cast<size_t>(ndim)), opts.dtype(to_scalar_type(dtype))));
     out_ptrs[static_cast<size_t>(k)] = outs.back().data_ptr();
   }
   if (n_out == 0) return outs;

@@ -27,6 +27,23 @@ inline std::optional<kiln_dtype_t> to_kiln_dtype(at::ScalarType t) {
   }
 }
 
+// The torch dtype for a kiln dtype (the inverse of to_kiln_dtype); raises for an unknown one.
+inline at::ScalarType to_scalar_type(int kiln_dtype) {
+  switch (kiln_dtype) {
+    case KILN_DTYPE_F32: return at::kFloat;
+    case KILN_DTYPE_F16: return at::kHalf;
+    case KILN_DTYPE_BF16: return at::kBFloat16;
+    case KILN_DTYPE_F64: return at::kDouble;
+    case KILN_DTYPE_I8: return at::kChar;
+    case KILN_DTYPE_I16: return at::kShort;
+    case KILN_DTYPE_I32: return at::kInt;
+    case KILN_DTYPE_I64: return at::kLong;
+    case KILN_DTYPE_U8: return at::kByte;
+    case KILN_DTYPE_BOOL: return at::kBool;
+    default: TORCH_CHECK(false, "kiln: unknown kiln dtype ", kiln_dtype);
+  }
+}
+
 // True if every tensor has a kiln dtype, rank <= KILN_MAX_DIMS and no conj/neg bits.
 inline bool describable(const at::Tensor& t) {
   return t.defined() && to_kiln_dtype(t.scalar_type()).has_value() && t.dim() <= KILN_MAX_DIMS &&
