@@ -240,9 +240,9 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t* held, int64_t i0, in
     }
     return;
   }
-  if (g->dukr2) { /* A in place: full 6-row slivers; a last partial one is packed */
+  if (g->dukr2) { /* A in place: full 8-row slivers, then a 6-row one; the last rows are packed */
     const float* a = (const float*)pr->a.p + g->pc;
-    const int64_t full = mb / MR * MR;
+    const int64_t full8 = mb / 8 * 8, full = full8 + (mb - full8 >= MR ? MR : 0);
     if (full < mb) kiln_gemm_pack_a(ap, &pr->a, i0 + full, g->pc, mb - full, kc);
     for (int64_t t = 0; t < ns; t += 2) { /* every sliver has its pair (see select_kernels) */
       const int64_t s = s0 + (first - s0 + t) % ns;
@@ -250,9 +250,12 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t* held, int64_t i0, in
       (void)b_sliver(g, s + 1);
       const int64_t j = g->jc + s * NR;
       const int nr = (int)min64(2 * NR, g->jc + g->nc - j);
-      for (int64_t ir = 0; ir < full; ir += MR)
-        kiln_sgemm_ukr2_adirect_avx512(kc, a + (i0 + ir) * pr->a.rs, pr->a.rs, bp,
-                                       pr->c + (i0 + ir) * pr->ldc + j, pr->ldc, pr->alpha, beta, nr);
+      for (int64_t ir = 0; ir < full8; ir += 8)
+        kiln_sgemm_ukr2_adirect8_avx512(kc, a + (i0 + ir) * pr->a.rs, pr->a.rs, bp,
+                                        pr->c + (i0 + ir) * pr->ldc + j, pr->ldc, pr->alpha, beta, nr);
+      if (full > full8)
+        kiln_sgemm_ukr2_adirect_avx512(kc, a + (i0 + full8) * pr->a.rs, pr->a.rs, bp,
+                                       pr->c + (i0 + full8) * pr->ldc + j, pr->ldc, pr->alpha, beta, nr);
       if (full < mb)
         g->ukr2(kc, ap, bp, pr->c + (i0 + full) * pr->ldc + j, pr->ldc, pr->alpha, beta,
                 (int)(mb - full), nr);
@@ -289,9 +292,10 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t* held, int64_t i0, in
   epi_flush(pr, &run, i0, mb);
 }
 
-/* The micro-kernels for pr (g->split_n already set): the packed kernel, the AVX-512 pair kernel
- * and, for narrow products on AVX2, reading a row-major f32 A in place (with few B slivers per A
- * block, packing A costs a noticeable share of the multiply; with AVX-512 packing stays faster). */
+/* The micro-kernels for pr (g->split_n already set): the packed kernel, the AVX-512 pair kernels
+ * (A read in place when it is row-major f32) and, for narrow products on AVX2, reading a
+ * row-major f32 A in place (with few B slivers per A block, packing A costs a noticeable share
+ * of the multiply). */
 static void select_kernels(gemm_ctx_t* g, const kiln_sgemm_problem_t* pr, int avx2) {
   g->ukr = avx2 && use_avx512() ? kiln_sgemm_ukr_avx512 : avx2 ? kiln_sgemm_ukr_avx2 : kiln_sgemm_ukr_generic;
   g->ukr2 = avx2 && use_avx512() && !g_no_pair ? kiln_sgemm_ukr2_avx512 : NULL;
@@ -300,12 +304,13 @@ static void select_kernels(gemm_ctx_t* g, const kiln_sgemm_problem_t* pr, int av
                     pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 && pr->a.rs >= 1
                 ? kiln_sgemm_ukr_adirect_avx2
                 : NULL;
-  /* Column ranges on AVX-512: every thread would pack the whole A block, so full slivers are
-   * read in place by the pair kernel (the same bits); only when every sliver has its pair (an
-   * even count: ranges start at even slivers). 128 x 384 x 128, 2 threads: -2.8 us of packing
-   * per thread. */
+  /* On AVX-512 a row-major f32 A is read in place, 8 rows per pair-kernel call (the same bits as
+   * packing it; a last 1-7 rows go through a 6-row call and/or a packed edge), when every
+   * sliver has its pair (an even count: ranges and sweeps start at even slivers). 2 threads:
+   * 128 x 384 x 128 48 -> 45 us, 1024 x 128 x 384 340 -> 294 us, 128 x 128 x 384 (K-parallel)
+   * 55 -> 49 us, against packing A with 6-row slivers. */
   const int64_t nslv = ceil_div(pr->n, NR);
-  g->dukr2 = g->ukr2 != NULL && g->split_n && !g_no_adirect && nslv % 2 == 0 && pr->n <= NC &&
+  g->dukr2 = g->ukr2 != NULL && !g_no_adirect && nslv % 2 == 0 && pr->n <= NC &&
              pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 && pr->a.rs >= 1;
 }
 

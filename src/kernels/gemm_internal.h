@@ -68,7 +68,7 @@ void kiln_sgemm_ukr_strided_avx2(int64_t k, const float* a, int64_t rs_a, int64_
 /* Micro-kernel on an unpacked row-major A: A(i,p) = a[i*lda + p] for i < mr (nothing past row
  * mr-1 is read), B a packed sliver; same results as the packed AVX2 kernel. Used for narrow
  * products, where packing A costs a noticeable share of the multiply (3-12% faster at N <= 256
- * on AVX2; on AVX-512 the packed kernel stays ahead, so there is no AVX-512 version). */
+ * on AVX2; AVX-512 has the pair kernels kiln_sgemm_ukr2_adirect*_avx512 instead). */
 typedef void (*kiln_sgemm_ukr_adirect_fn)(int64_t kc, const float* a, int64_t lda, const float* b,
                                           float* c, int64_t ldc, float alpha, float beta, int mr,
                                           int nr);
@@ -89,6 +89,10 @@ void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c
  * a[r*lda + p], r < 6): the same bits as packing them first. */
 void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
                                     float* c, int64_t ldc, float alpha, float beta, int nr);
+/* The same on eight full rows (A(r, p) = a[r*lda + p], r < 8): sixteen accumulators, the same
+ * bits per output as the 6-row and packed kernels. */
+void kiln_sgemm_ukr2_adirect8_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
+                                     float* c, int64_t ldc, float alpha, float beta, int nr);
 
 /* One full B sliver from a transposed f32 source: dst[p*NR + j] = bt[j*ld + p], p < kc. */
 void kiln_gemm_pack_b_trans_avx2(float* dst, const float* bt, int64_t ld, int64_t kc);

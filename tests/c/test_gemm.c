@@ -504,19 +504,21 @@ KT_TEST(sgemm_wcat_matches_concatenated_weights) {
   KT_OK(kiln_sgemm_wcat(0, 2, 2, 1.0f, x, 2, 2, good, 0.0f, y, 4, NULL));
 }
 
-/* AVX-512 column ranges read full 6-row slivers of a row-major A in place
- * (kiln_sgemm_ukr2_adirect_avx512): the bits of packing A, with padded lda, a partial last row
- * sliver, K slices, a partial last sliver pair, beta and an epilogue; odd sliver counts and
+/* On AVX-512 a row-major A is read in place, 8 rows per call (kiln_sgemm_ukr2_adirect8_avx512),
+ * then a 6-row call (kiln_sgemm_ukr2_adirect_avx512) and a packed edge: the bits of packing A,
+ * with padded lda, remainders of 2, 4, 6 and 7 rows, column ranges, row blocks, K slices and
+ * K-parallel partials, a partial last sliver pair, beta and an epilogue; odd sliver counts and
  * transposed A keep packing. */
 KT_TEST(sgemm_avx512_adirect_pairs_match_packed) {
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("avx512f")) return;
-  static const int64_t shp[][3] = {{128, 384, 128}, {128, 768, 128}, {130, 256, 64}, {64, 96, 300},
-                                   {100, 120, 33},  {140, 200, 513}, {96, 48, 128},  {6, 64, 7}};
+  static const int64_t shp[][3] = {{128, 384, 128}, {128, 768, 128}, {130, 256, 64}, {95, 64, 300},
+                                   {102, 120, 33},  {300, 96, 513},  {1000, 64, 100}, {140, 200, 513},
+                                   {96, 48, 128},   {6, 64, 7}};
   int diff = 0;
-  for (int s = 0; s < 8; s++) {
+  for (int s = 0; s < 10; s++) {
     const int64_t m = shp[s][0], n = shp[s][1], k = shp[s][2], lda = k + (s & 1) * 5;
-    const int ta = s == 7;
+    const int ta = s == 9;
     float* a = fvec(m * lda + k * m);
     float* b = fvec(n * k);
     float* bias = fvec(n);

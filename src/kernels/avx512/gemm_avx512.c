@@ -313,6 +313,98 @@ void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, con
   }
 }
 
+/* kiln_sgemm_ukr2_adirect_avx512 on eight full rows: sixteen accumulators (zmm0-15), B rows in
+ * zmm16/17, broadcasts alternating over zmm18-21; rows 4-7 addressed from a second base. Per k
+ * step two B loads and eight broadcasts feed sixteen FMAs (six feed twelve in the 6-row kernel),
+ * and a 128-row C is sixteen full slivers (the 6-row kernel runs 21 and a 2-row edge at the cost
+ * of a full one). Each output is still one FMA chain over k in order: the same bits. */
+void kiln_sgemm_ukr2_adirect8_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
+                                     float* c, int64_t ldc, float alpha, float beta, int nr) {
+  for (int r = 0; r < 8; r++) {
+    _mm_prefetch((const char*)(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char*)(c + r * ldc + 16), _MM_HINT_T0);
+  }
+#if defined(__x86_64__)
+  float acc[16 * 16] __attribute__((aligned(64)));
+  int64_t n4 = kc / 4, n1 = kc % 4;
+  const int64_t off = (int64_t)sizeof(float) * NR * kc; /* b2 - b in bytes */
+  const int64_t rs = (int64_t)sizeof(float) * lda, rs3 = 3 * rs;
+  const float* a4 = a + 4 * lda;
+#define KS_ROW(ad, x, y, s) \
+  "vbroadcastss " ad ", %%zmm" #s "\n\t" \
+  "vfmadd231ps %%zmm16, %%zmm" #s ", %%zmm" #x "\n\t" \
+  "vfmadd231ps %%zmm17, %%zmm" #s ", %%zmm" #y "\n\t"
+#define KS(k)                                                                       \
+  "vmovaps " #k "*64(%[b]), %%zmm16\n\t"                                             \
+  "vmovaps " #k "*64(%[b],%[off]), %%zmm17\n\t"                                      \
+  KS_ROW(#k "*4(%[a])", 0, 1, 18) KS_ROW(#k "*4(%[a],%[rs])", 2, 3, 19)              \
+  KS_ROW(#k "*4(%[a],%[rs],2)", 4, 5, 20) KS_ROW(#k "*4(%[a],%[rs3])", 6, 7, 21)     \
+  KS_ROW(#k "*4(%[a4])", 8, 9, 18) KS_ROW(#k "*4(%[a4],%[rs])", 10, 11, 19)          \
+  KS_ROW(#k "*4(%[a4],%[rs],2)", 12, 13, 20) KS_ROW(#k "*4(%[a4],%[rs3])", 14, 15, 21)
+  __asm__ volatile(
+      ACC12_ZERO
+      "vmovaps %%zmm0, %%zmm12\n\t" "vmovaps %%zmm0, %%zmm13\n\t"
+      "vmovaps %%zmm0, %%zmm14\n\t" "vmovaps %%zmm0, %%zmm15\n\t"
+      "test %[n4], %[n4]\n\t"
+      "jz 2f\n\t"
+      "1:\n\t"
+      "prefetcht0 512(%[b])\n\t"
+      "prefetcht0 512(%[b],%[off])\n\t"
+      KS(0) KS(1) KS(2) KS(3)
+      "add $16, %[a]\n\t"
+      "add $16, %[a4]\n\t"
+      "add $256, %[b]\n\t"
+      "dec %[n4]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      "test %[n1], %[n1]\n\t"
+      "jz 4f\n\t"
+      "3:\n\t"
+      KS(0)
+      "add $4, %[a]\n\t"
+      "add $4, %[a4]\n\t"
+      "add $64, %[b]\n\t"
+      "dec %[n1]\n\t"
+      "jnz 3b\n\t"
+      "4:\n\t"
+      ACC12_SPILL
+      "vmovaps %%zmm12, 12*64(%[acc])\n\t" "vmovaps %%zmm13, 13*64(%[acc])\n\t"
+      "vmovaps %%zmm14, 14*64(%[acc])\n\t" "vmovaps %%zmm15, 15*64(%[acc])\n\t"
+      : [a] "+r"(a), [a4] "+r"(a4), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
+      : [off] "r"(off), [acc] "r"(acc), [rs] "r"(rs), [rs3] "r"(rs3)
+      : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18",
+        "xmm19", "xmm20", "xmm21");
+#undef KS
+#undef KS_ROW
+#else
+  float acc[16 * 16];
+  const float* b2 = b + NR * kc;
+  __m512 e[8], f[8];
+  for (int r = 0; r < 8; r++) e[r] = f[r] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; p++) {
+    const __m512 b_ = _mm512_load_ps(b + p * NR), c_ = _mm512_load_ps(b2 + p * NR);
+    for (int r = 0; r < 8; r++) {
+      const __m512 s_ = _mm512_set1_ps(a[r * lda + p]);
+      e[r] = _mm512_fmadd_ps(s_, b_, e[r]);
+      f[r] = _mm512_fmadd_ps(s_, c_, f[r]);
+    }
+  }
+  for (int r = 0; r < 8; r++) {
+    _mm512_storeu_ps(acc + (2 * r) * 16, e[r]);
+    _mm512_storeu_ps(acc + (2 * r + 1) * 16, f[r]);
+  }
+#endif
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const int use_beta = beta != 0.0f;
+  const int n2 = nr - NR; /* columns in the second sliver, 1..16 */
+  const __mmask16 m2 = n2 >= NR ? (__mmask16)0xFFFF : (__mmask16)((1u << n2) - 1u);
+  for (int r = 0; r < 8; r++) {
+    store_row(c + r * ldc, _mm512_load_ps(acc + (2 * r) * 16), va, vb, use_beta, (__mmask16)0xFFFF);
+    store_row(c + r * ldc + NR, _mm512_load_ps(acc + (2 * r + 1) * 16), va, vb, use_beta, m2);
+  }
+}
+
 /* One full B sliver from a transposed source (kiln_gemm_pack_b_trans_avx2's contract): 16 rows
  * x 16 k steps per 16x16 register transpose, each result a whole 64-byte row of the sliver; the
  * next block of every source row is prefetched (the weights come from L3 on most calls). The
