@@ -39,12 +39,23 @@ int kiln_threadpool_size(const kiln_threadpool_t* pool);
 void kiln_threadpool_parallel_for(kiln_threadpool_t* pool, int64_t n, int64_t grain,
                                   kiln_range_fn_t fn, void* ctx);
 
+/* Runs fn(ctx, u, u + 1, id) once for every unit u in [0, n) with thread affinity: thread t of
+ * a T-thread pool (the caller is thread 0) first runs units [t*n/T, (t+1)*n/T) in order, then
+ * takes the units no thread has started from the others' ranges, last first. The same thread
+ * thus runs the same units on every call while the threads keep pace, and their data stays in
+ * its caches; a late or sleeping worker only loses units. n > 64 runs as parallel_for with
+ * grain 1; nested or busy-pool calls run fn(ctx, 0, n, id) inline. Never fails. */
+void kiln_threadpool_parallel_units(kiln_threadpool_t* pool, int64_t n, kiln_range_fn_t fn, void* ctx);
+
 /* The process-wide pool shared by kernels and the CPU device, created on first use with
  * KILN_NUM_THREADS threads (default: online CPUs). Aborts only if no thread at all can run. */
 kiln_threadpool_t* kiln_threadpool_default(void);
 
 /* kiln_threadpool_parallel_for on the default pool. */
 void kiln_parallel_for(int64_t n, int64_t grain, kiln_range_fn_t fn, void* ctx);
+
+/* kiln_threadpool_parallel_units on the default pool. */
+void kiln_parallel_units(int64_t n, kiln_range_fn_t fn, void* ctx);
 
 #ifdef __cplusplus
 }

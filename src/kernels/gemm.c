@@ -127,6 +127,53 @@ void kiln_gemm_scratch_release(gemm_scratch_t* s) {
   pthread_mutex_unlock(&g_scratch_mu);
 }
 
+/* A thread's own block, kept from one call to the next: what a thread packs there stays in its
+ * core's caches, where a region of a shared block would move between threads (its offset
+ * depends on each product's shape) and every store would first take the line from the other
+ * core. Freed when the thread exits. */
+typedef struct gemm_local {
+  gemm_scratch_t s;
+  int busy; /* a GEMM of this thread packs into it (a nested one takes shared scratch) */
+} gemm_local_t;
+
+static pthread_key_t g_local_key;
+static pthread_once_t g_local_once = PTHREAD_ONCE_INIT;
+static int g_local_ok;
+
+static void local_free(void* p) {
+  gemm_local_t* l = p;
+  kiln_allocator_free(NULL, l->s.buf);
+  kiln_allocator_free(NULL, l);
+}
+
+static void local_key_init(void) { g_local_ok = pthread_key_create(&g_local_key, local_free) == 0; }
+
+/* The calling thread's block of at least `bytes`, marked busy; NULL when it is busy or cannot be
+ * had (the caller takes shared scratch). */
+static gemm_local_t* local_scratch(size_t bytes) {
+  pthread_once(&g_local_once, local_key_init);
+  if (!g_local_ok) return NULL;
+  gemm_local_t* l = pthread_getspecific(g_local_key);
+  if (l == NULL) {
+    l = kiln_allocator_alloc(NULL, sizeof(*l), _Alignof(gemm_local_t));
+    if (l == NULL) return NULL;
+    memset(l, 0, sizeof(*l));
+    if (pthread_setspecific(g_local_key, l) != 0) {
+      kiln_allocator_free(NULL, l);
+      return NULL;
+    }
+  }
+  if (l->busy) return NULL;
+  if (l->s.cap < bytes) {
+    kiln_allocator_free(NULL, l->s.buf);
+    l->s.buf = kiln_allocator_alloc(NULL, bytes, 64);
+    l->s.cap = l->s.buf != NULL ? bytes : 0;
+    if (l->s.buf == NULL) return NULL;
+  }
+  l->busy = 1;
+  return l;
+}
+
 /* ---- driver ---------------------------------------------------------------------------------- */
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -138,11 +185,16 @@ typedef struct gemm_ctx {
   kiln_sgemm_ukr_fn ukr;
   kiln_sgemm_ukr_fn ukr2; /* non-NULL: two adjacent B slivers at once (kiln_sgemm_ukr2_avx512) */
   kiln_sgemm_ukr_adirect_fn dukr; /* non-NULL: A is read in place (narrow products), not packed */
-  int dukr2; /* AVX-512 column ranges: full 6-row slivers of A read in place by the pair kernel */
+  int dukr2; /* AVX-512: full 8- and 6-row slivers of a row-major A read in place, pair kernels */
+  int prefetch; /* 1: a thread packs the slivers after its own (column ranges, one thread,
+                 * K-parallel slices): while a pair computes, the next pair's source is
+                 * prefetched (groups are single pairs then) */
   int avx2;
   int nthreads;
   int split_n;          /* 0: units are row blocks of C, 1: column ranges of the panel */
   float* bpack;         /* the packed slice of the panel: nslv slivers of kc x NR */
+  int64_t b_local;      /* > 0: column ranges; each thread packs its slivers into its own
+                         * block of b_local floats (see local_scratch) */
   atomic_int* ready;    /* per group: 0 unpacked, 1 being packed, 2 packed */
   float* apack;         /* nthreads blocks of a_stride floats */
   int64_t a_stride;
@@ -250,13 +302,21 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t* held, int64_t i0, in
       (void)b_sliver(g, s + 1);
       const int64_t j = g->jc + s * NR;
       const int nr = (int)min64(2 * NR, g->jc + g->nc - j);
-      for (int64_t ir = 0; ir < full8; ir += 8)
+      /* the next pair of the panel (this thread's next unit at a range's end), if unpacked:
+       * its source lines come in while this pair computes, a part per 8-row call */
+      const int pf = g->prefetch && s + 2 < g->nslv &&
+                     atomic_load_explicit(&g->ready[(s + 2) / g->grp], memory_order_relaxed) == 0;
+      for (int64_t ir = 0; ir < full8; ir += 8) {
+        if (pf)
+          kiln_gemm_prefetch_b(&pr->b, g->pc, g->jc + (s + 2) * NR, kc, min64(2 * NR, g->nc - (s + 2) * NR),
+                               ir / 8, full8 / 8);
         kiln_sgemm_ukr2_adirect8_avx512(kc, a + (i0 + ir) * pr->a.rs, pr->a.rs, bp,
                                         pr->c + (i0 + ir) * pr->ldc + j, pr->ldc, pr->alpha, beta, nr);
+      }
       if (full > full8)
         kiln_sgemm_ukr2_adirect_avx512(kc, a + (i0 + full8) * pr->a.rs, pr->a.rs, bp,
                                        pr->c + (i0 + full8) * pr->ldc + j, pr->ldc, pr->alpha, beta, nr);
-      if (full < mb)
+      if (full < mb) /* a packed edge of 1-5 rows */
         g->ukr2(kc, ap, bp, pr->c + (i0 + full) * pr->ldc + j, pr->ldc, pr->alpha, beta,
                 (int)(mb - full), nr);
       if (last) epi_add(pr, &run, i0, mb, j, nr);
@@ -308,7 +368,8 @@ static void select_kernels(gemm_ctx_t* g, const kiln_sgemm_problem_t* pr, int av
    * packing it; a last 1-7 rows go through a 6-row call and/or a packed edge), when every
    * sliver has its pair (an even count: ranges and sweeps start at even slivers). 2 threads:
    * 128 x 384 x 128 48 -> 45 us, 1024 x 128 x 384 340 -> 294 us, 128 x 128 x 384 (K-parallel)
-   * 55 -> 49 us, against packing A with 6-row slivers. */
+   * 55 -> 49 us, against packing A with 6-row slivers. A column-major A (a weight gradient's
+   * dY^T) stays packed: read in place it was no faster (512 x 128 x 1024: 479 against 450 us). */
   const int64_t nslv = ceil_div(pr->n, NR);
   g->dukr2 = g->ukr2 != NULL && !g_no_adirect && nslv % 2 == 0 && pr->n <= NC &&
              pr->a.dtype == KILN_DTYPE_F32 && pr->a.cs == 1 && pr->a.rs >= 1;
@@ -332,9 +393,27 @@ static float* thread_block(float* base, int64_t floats, int nthreads, int tid, g
 static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
   gemm_ctx_t* g = ctx;
   const kiln_sgemm_problem_t* pr = g->pr;
-  gemm_scratch_t* own;
+  gemm_scratch_t *own, *own_b = NULL;
   float* ap = thread_block(g->apack, g->a_stride, g->nthreads, tid, &own, &g->failed);
   if (ap == NULL) return;
+  gemm_ctx_t local;
+  gemm_local_t* lb = NULL;
+  if (g->b_local > 0) { /* this thread's packed-B block */
+    lb = local_scratch(sizeof(float) * (size_t)g->b_local);
+    float* bp = lb != NULL ? lb->s.buf : NULL;
+    if (bp == NULL) { /* nested in a GEMM of this thread, or out of memory */
+      own_b = kiln_gemm_scratch_acquire(sizeof(float) * (size_t)g->b_local);
+      if (own_b == NULL) {
+        atomic_store(&g->failed, 1);
+        kiln_gemm_scratch_release(own);
+        return;
+      }
+      bp = own_b->buf;
+    }
+    local = *g;
+    local.bpack = bp;
+    g = &local;
+  }
   /* a column-range unit reuses the block its thread packed for an earlier unit of the slice */
   int64_t* held = own == NULL && g->a_held != NULL ? &g->a_held[tid] : NULL;
   for (int64_t u = begin; u < end; u++) {
@@ -351,6 +430,8 @@ static void run_units(void* ctx, int64_t begin, int64_t end, int tid) {
     }
   }
   kiln_gemm_scratch_release(own);
+  kiln_gemm_scratch_release(own_b);
+  if (lb != NULL) lb->busy = 0;
 }
 
 /* ---- K-parallel mode -------------------------------------------------------------------------
@@ -441,7 +522,8 @@ static kiln_status_t kpar_run(const kiln_sgemm_problem_t* pr, int64_t T, int avx
   g->jc = 0;
   g->nc = pr->n;
   g->nslv = ceil_div(pr->n, NR);
-  g->grp = B_GROUP;
+  g->prefetch = g->dukr2; /* each slice's thread packs all of its B */
+  g->grp = g->prefetch ? 2 : B_GROUP;
   g->ngrp = ceil_div(g->nslv, g->grp);
   g->a_stride = round_up(min64(round_up(pr->m, MR), MC) * kc_max, 16);
   k.per_thread = round_up(kc_max * nc + g->a_stride + round_up(g->ngrp, 16), 16);
@@ -587,21 +669,26 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
     g.nunits = min64((nslv_max + 1) / 2, 2 * T); /* sliver pairs; a thread's A block is reused */
     rows_max = min64(round_up(pr->m, MR), MC);
   }
-  /* Groups small enough that threads starting apart (or owning column ranges) rarely meet. */
-  g.grp = T > 1 ? min64(B_GROUP, ceil_div(nslv_max, g.split_n ? g.nunits : 2 * T)) : B_GROUP;
+  g.pr = pr;
+  select_kernels(&g, pr, avx2);
+  /* Row blocks: groups small enough that threads starting apart rarely meet. Column ranges
+   * (each thread packs into its own block) and prefetching: single sliver pairs, which never
+   * straddle two ranges (ranges start at even slivers). */
+  g.prefetch = g.dukr2 && (g.split_n || T == 1);
+  g.grp = g.split_n || g.prefetch ? 2 : T > 1 ? min64(B_GROUP, ceil_div(nslv_max, 2 * T)) : B_GROUP;
   const int64_t a_stride = round_up(rows_max * kc_max, 16);
   const int64_t nflags = ceil_div(nslv_max, g.grp);
-  const int64_t floats = kc_max * nc_max + a_stride * T + round_up(nflags, 16) + 2 * T;
+  const int64_t b_floats = g.split_n ? 0 : kc_max * nc_max;
+  const int64_t floats = b_floats + a_stride * T + round_up(nflags, 16) + 2 * T;
   const size_t bytes = sizeof(float) * (size_t)floats;
   gemm_scratch_t* scratch = kiln_gemm_scratch_acquire(bytes);
   if (scratch == NULL)
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of packing scratch", bytes);
 
-  g.pr = pr;
-  select_kernels(&g, pr, avx2);
   g.nthreads = nthreads;
   g.bpack = scratch->buf;
-  g.apack = scratch->buf + kc_max * nc_max;
+  g.b_local = g.split_n ? kc_max * nc_max : 0;
+  g.apack = scratch->buf + b_floats;
   g.ready = (atomic_int*)(void*)(g.apack + a_stride * T);
   g.a_stride = a_stride;
   g.a_held = (int64_t*)(void*)(g.apack + a_stride * T + round_up(nflags, 16));
@@ -616,7 +703,9 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
       g.kc = min64(kc_max, pr->k - g.pc);
       for (int64_t f = 0; f < g.ngrp; f++) atomic_init(&g.ready[f], 0);
       g.job++;
-      if (T > 1 && g.nunits > 1)
+      if (T > 1 && g.nunits > 1 && g.split_n) /* a thread keeps its columns (weights in its L2) */
+        kiln_parallel_units(g.nunits, run_units, &g);
+      else if (T > 1 && g.nunits > 1)
         kiln_parallel_for(g.nunits, 1, run_units, &g);
       else
         run_units(&g, 0, g.nunits, 0);

@@ -114,6 +114,11 @@ void kiln_sgemm_ukr_strided_generic(int64_t k, const float* a, int64_t rs_a, int
 /* Packs rows [i0, i0+mc) x cols [p0, p0+kc) of `a` into ceil(mc/MR) slivers (each MR*kc). */
 void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t p0, int64_t mc,
                       int64_t kc);
+/* Prefetches into L2 part `part` of `nparts` of the f32 source lines kiln_gemm_pack_b(b, p0, j0,
+ * kc, nc) will read (other dtypes: nothing), so a pack that follows some compute finds them
+ * there instead of waiting on memory one sliver at a time. Reads nothing, never faults. */
+void kiln_gemm_prefetch_b(const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
+                          int64_t part, int64_t nparts);
 /* Packs rows [p0, p0+kc) x cols [j0, j0+nc) of `b` into ceil(nc/NR) slivers (each kc*NR);
  * avx2 != 0 allows the AVX2 transposing path. */
 void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,

@@ -506,9 +506,9 @@ KT_TEST(sgemm_wcat_matches_concatenated_weights) {
 
 /* On AVX-512 a row-major A is read in place, 8 rows per call (kiln_sgemm_ukr2_adirect8_avx512),
  * then a 6-row call (kiln_sgemm_ukr2_adirect_avx512) and a packed edge: the bits of packing A,
- * with padded lda, remainders of 2, 4, 6 and 7 rows, column ranges, row blocks, K slices and
- * K-parallel partials, a partial last sliver pair, beta and an epilogue; odd sliver counts and
- * transposed A keep packing. */
+ * with padded leading dimensions, remainders of 2, 4, 6 and 7 rows, column ranges, row blocks,
+ * K slices and K-parallel partials, a partial last sliver pair, beta and an epilogue; odd
+ * sliver counts and a transposed A (A^T B, a weight gradient's layout) keep packing. */
 KT_TEST(sgemm_avx512_adirect_pairs_match_packed) {
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("avx512f")) return;
@@ -516,10 +516,11 @@ KT_TEST(sgemm_avx512_adirect_pairs_match_packed) {
                                    {102, 120, 33},  {300, 96, 513},  {1000, 64, 100}, {140, 200, 513},
                                    {96, 48, 128},   {6, 64, 7}};
   int diff = 0;
-  for (int s = 0; s < 10; s++) {
-    const int64_t m = shp[s][0], n = shp[s][1], k = shp[s][2], lda = k + (s & 1) * 5;
-    const int ta = s == 9;
-    float* a = fvec(m * lda + k * m);
+  for (int v = 0; v < 20; v++) {
+    const int s = v % 10, ta = v >= 10, tb = !ta; /* A^T x B: a weight gradient's layout */
+    const int64_t m = shp[s][0], n = shp[s][1], k = shp[s][2];
+    const int64_t lda = (ta ? m : k) + (s & 1) * 5;
+    float* a = fvec((ta ? k : m) * lda);
     float* b = fvec(n * k);
     float* bias = fvec(n);
     float* c0 = fvec(m * n);
@@ -529,7 +530,7 @@ KT_TEST(sgemm_avx512_adirect_pairs_match_packed) {
       memcpy(c[d], c0, sizeof(float) * (size_t)(m * n));
       kiln_gemm_set_adirect(d);
       kiln_gemm_epilogue_t ep = {bias, 1, KILN_GEMM_ACT_SILU, NULL, 0, 0};
-      KT_OK(kiln_sgemm_ex(ta, 1, m, n, k, 0.75f, a, ta ? m : lda, b, k, s == 4 ? 0.5f : 0.0f, c[d], n,
+      KT_OK(kiln_sgemm_ex(ta, tb, m, n, k, 0.75f, a, lda, b, tb ? k : n, s == 4 ? 0.5f : 0.0f, c[d], n,
                           s & 2 ? &ep : NULL));
     }
     diff += memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)) != 0;

@@ -27,6 +27,7 @@
  * (Python, dynamo) outlasted the spin; OpenMP runtimes spin similarly. */
 #define KILN_POOL_SPIN_US_DEFAULT 2000
 #define KILN_POOL_MAX_THREADS 1024
+#define KILN_POOL_UNITS_MAX 64 /* units of an affine job (kiln_threadpool_parallel_units) */
 
 typedef struct kiln_pool_worker {
   pthread_t thread;
@@ -45,7 +46,8 @@ struct kiln_threadpool {
   kiln_range_fn_t fn;
   void* ctx;
   int64_t n;
-  int64_t chunk;
+  int64_t chunk; /* 0: an affine job (units claimed through `claimed`) */
+  _Alignas(64) atomic_char claimed[KILN_POOL_UNITS_MAX];
 
   int size;
   int num_started;
@@ -99,18 +101,35 @@ static int spin_more(spinner_t* sp) {
   return now < sp->deadline;
 }
 
+/* Runs unit u of an affine job unless another thread has started it. */
+static void run_unit(kiln_threadpool_t* pool, int64_t u, int thread_id) {
+  if (atomic_load_explicit(&pool->claimed[u], memory_order_relaxed) == 0 &&
+      atomic_exchange_explicit(&pool->claimed[u], 1, memory_order_relaxed) == 0)
+    pool->fn(pool->ctx, u, u + 1, thread_id);
+}
+
 static void run_chunks(kiln_threadpool_t* pool, int thread_id) {
   kiln_threadpool_t* saved_pool = tls_pool;
   int saved_id = tls_thread_id;
   tls_pool = pool;
   tls_thread_id = thread_id;
-  const int64_t n = pool->n, chunk = pool->chunk, num_chunks = (n + chunk - 1) / chunk;
-  for (;;) {
-    int64_t i = atomic_fetch_add_explicit(&pool->next_chunk, 1, memory_order_relaxed);
-    if (i >= num_chunks) break;
-    int64_t begin = i * chunk;
-    int64_t end = n - begin < chunk ? n : begin + chunk;
-    pool->fn(pool->ctx, begin, end, thread_id);
+  const int64_t n = pool->n, chunk = pool->chunk;
+  if (chunk == 0) { /* affine: this thread's own units in order, then the others' from their ends */
+    const int64_t size = pool->size;
+    for (int64_t u = thread_id * n / size; u < (thread_id + 1) * n / size; u++) run_unit(pool, u, thread_id);
+    for (int64_t k = 1; k < size; k++) {
+      const int64_t o = (thread_id + k) % size;
+      for (int64_t u = (o + 1) * n / size - 1; u >= o * n / size; u--) run_unit(pool, u, thread_id);
+    }
+  } else {
+    const int64_t num_chunks = (n + chunk - 1) / chunk;
+    for (;;) {
+      int64_t i = atomic_fetch_add_explicit(&pool->next_chunk, 1, memory_order_relaxed);
+      if (i >= num_chunks) break;
+      int64_t begin = i * chunk;
+      int64_t end = n - begin < chunk ? n : begin + chunk;
+      pool->fn(pool->ctx, begin, end, thread_id);
+    }
   }
   tls_pool = saved_pool;
   tls_thread_id = saved_id;
@@ -228,6 +247,8 @@ static void run_inline(kiln_threadpool_t* pool, int64_t n, kiln_range_fn_t fn, v
   fn(ctx, 0, n, id);
 }
 
+static void run_job(kiln_threadpool_t* pool, int64_t n, int64_t chunk, kiln_range_fn_t fn, void* ctx);
+
 /* Runs fn over [0, n) in chunks of at least grain indices on the pool's threads. */
 void kiln_threadpool_parallel_for(kiln_threadpool_t* pool, int64_t n, int64_t grain,
                                   kiln_range_fn_t fn, void* ctx) {
@@ -248,6 +269,27 @@ void kiln_threadpool_parallel_for(kiln_threadpool_t* pool, int64_t n, int64_t gr
     const int64_t most = n / grain, size = pool->size;
     chunk = most >= size ? (n + most / size * size - 1) / (most / size * size) : grain;
   }
+  run_job(pool, n, chunk, fn, ctx);
+}
+
+/* Runs fn once per unit of [0, n), thread t preferring units [t*n/T, (t+1)*n/T). */
+void kiln_threadpool_parallel_units(kiln_threadpool_t* pool, int64_t n, kiln_range_fn_t fn, void* ctx) {
+  if (n <= 0 || fn == NULL) return;
+  if (n > KILN_POOL_UNITS_MAX) {
+    kiln_threadpool_parallel_for(pool, n, 1, fn, ctx);
+    return;
+  }
+  if (n == 1 || pool == NULL || pool->size <= 1 || tls_pool != NULL ||
+      atomic_flag_test_and_set_explicit(&pool->busy, memory_order_acquire)) {
+    run_inline(pool, n, fn, ctx);
+    return;
+  }
+  for (int64_t u = 0; u < n; u++) atomic_store_explicit(&pool->claimed[u], 0, memory_order_relaxed);
+  run_job(pool, n, 0, fn, ctx);
+}
+
+/* Publishes a job (the caller holds `busy`), runs it as thread 0, waits for the workers. */
+static void run_job(kiln_threadpool_t* pool, int64_t n, int64_t chunk, kiln_range_fn_t fn, void* ctx) {
   pool->fn = fn;
   pool->ctx = ctx;
   pool->n = n;
@@ -301,4 +343,9 @@ kiln_threadpool_t* kiln_threadpool_default(void) {
 /* kiln_threadpool_parallel_for on the default pool. */
 void kiln_parallel_for(int64_t n, int64_t grain, kiln_range_fn_t fn, void* ctx) {
   kiln_threadpool_parallel_for(kiln_threadpool_default(), n, grain, fn, ctx);
+}
+
+/* kiln_threadpool_parallel_units on the default pool. */
+void kiln_parallel_units(int64_t n, kiln_range_fn_t fn, void* ctx) {
+  kiln_threadpool_parallel_units(kiln_threadpool_default(), n, fn, ctx);
 }

@@ -318,33 +318,58 @@ void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, con
  * step two B loads and eight broadcasts feed sixteen FMAs (six feed twelve in the 6-row kernel),
  * and a 128-row C is sixteen full slivers (the 6-row kernel runs 21 and a 2-row edge at the cost
  * of a full one). Each output is still one FMA chain over k in order: the same bits. */
+/* Stores an 8 x 32 tile from acc (row r in acc[32r .. 32r+31]): alpha*acc (+ beta*C), the
+ * second 16 columns masked to nr - 16. */
+static void store8x32(const float* acc, float* c, int64_t ldc, float alpha, float beta, int nr) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const int use_beta = beta != 0.0f;
+  const int n2 = nr - NR; /* columns in the second sliver, 1..16 */
+  const __mmask16 m2 = n2 >= NR ? (__mmask16)0xFFFF : (__mmask16)((1u << n2) - 1u);
+  for (int r = 0; r < 8; r++) {
+    store_row(c + r * ldc, _mm512_load_ps(acc + (2 * r) * 16), va, vb, use_beta, (__mmask16)0xFFFF);
+    store_row(c + r * ldc + NR, _mm512_load_ps(acc + (2 * r + 1) * 16), va, vb, use_beta, m2);
+  }
+}
+
+/* The 8-row pair kernels' accumulators: zmm0-15 zeroed before the k loop, spilled after. */
+#define ACC16_ZERO \
+  ACC12_ZERO "vmovaps %%zmm0, %%zmm12\n\t" "vmovaps %%zmm0, %%zmm13\n\t" \
+  "vmovaps %%zmm0, %%zmm14\n\t" "vmovaps %%zmm0, %%zmm15\n\t"
+#define ACC16_SPILL \
+  ACC12_SPILL "vmovaps %%zmm12, 12*64(%[acc])\n\t" "vmovaps %%zmm13, 13*64(%[acc])\n\t" \
+  "vmovaps %%zmm14, 14*64(%[acc])\n\t" "vmovaps %%zmm15, 15*64(%[acc])\n\t"
+/* One row of one k step: broadcast A(r, p) from `ad` into zmm`s`, FMA it with the two B rows
+ * (zmm16/17) into accumulators x and y. */
+#define KS8_ROW(ad, x, y, s) \
+  "vbroadcastss " ad ", %%zmm" #s "\n\t" \
+  "vfmadd231ps %%zmm16, %%zmm" #s ", %%zmm" #x "\n\t" \
+  "vfmadd231ps %%zmm17, %%zmm" #s ", %%zmm" #y "\n\t"
+#define KS8_B(k) "vmovaps " #k "*64(%[b]), %%zmm16\n\t" "vmovaps " #k "*64(%[b],%[off]), %%zmm17\n\t"
+#define A8_CLOBBERS                                                                         \
+  "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",   \
+      "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", \
+      "xmm19", "xmm20", "xmm21"
+
 void kiln_sgemm_ukr2_adirect8_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
                                      float* c, int64_t ldc, float alpha, float beta, int nr) {
   for (int r = 0; r < 8; r++) {
     _mm_prefetch((const char*)(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch((const char*)(c + r * ldc + 16), _MM_HINT_T0);
   }
-#if defined(__x86_64__)
   float acc[16 * 16] __attribute__((aligned(64)));
+#if defined(__x86_64__)
   int64_t n4 = kc / 4, n1 = kc % 4;
   const int64_t off = (int64_t)sizeof(float) * NR * kc; /* b2 - b in bytes */
   const int64_t rs = (int64_t)sizeof(float) * lda, rs3 = 3 * rs;
   const float* a4 = a + 4 * lda;
-#define KS_ROW(ad, x, y, s) \
-  "vbroadcastss " ad ", %%zmm" #s "\n\t" \
-  "vfmadd231ps %%zmm16, %%zmm" #s ", %%zmm" #x "\n\t" \
-  "vfmadd231ps %%zmm17, %%zmm" #s ", %%zmm" #y "\n\t"
-#define KS(k)                                                                       \
-  "vmovaps " #k "*64(%[b]), %%zmm16\n\t"                                             \
-  "vmovaps " #k "*64(%[b],%[off]), %%zmm17\n\t"                                      \
-  KS_ROW(#k "*4(%[a])", 0, 1, 18) KS_ROW(#k "*4(%[a],%[rs])", 2, 3, 19)              \
-  KS_ROW(#k "*4(%[a],%[rs],2)", 4, 5, 20) KS_ROW(#k "*4(%[a],%[rs3])", 6, 7, 21)     \
-  KS_ROW(#k "*4(%[a4])", 8, 9, 18) KS_ROW(#k "*4(%[a4],%[rs])", 10, 11, 19)          \
-  KS_ROW(#k "*4(%[a4],%[rs],2)", 12, 13, 20) KS_ROW(#k "*4(%[a4],%[rs3])", 14, 15, 21)
+#define KS(k)                                                                          \
+  KS8_B(k)                                                                              \
+  KS8_ROW(#k "*4(%[a])", 0, 1, 18) KS8_ROW(#k "*4(%[a],%[rs])", 2, 3, 19)              \
+  KS8_ROW(#k "*4(%[a],%[rs],2)", 4, 5, 20) KS8_ROW(#k "*4(%[a],%[rs3])", 6, 7, 21)     \
+  KS8_ROW(#k "*4(%[a4])", 8, 9, 18) KS8_ROW(#k "*4(%[a4],%[rs])", 10, 11, 19)          \
+  KS8_ROW(#k "*4(%[a4],%[rs],2)", 12, 13, 20) KS8_ROW(#k "*4(%[a4],%[rs3])", 14, 15, 21)
   __asm__ volatile(
-      ACC12_ZERO
-      "vmovaps %%zmm0, %%zmm12\n\t" "vmovaps %%zmm0, %%zmm13\n\t"
-      "vmovaps %%zmm0, %%zmm14\n\t" "vmovaps %%zmm0, %%zmm15\n\t"
+      ACC16_ZERO
       "test %[n4], %[n4]\n\t"
       "jz 2f\n\t"
       "1:\n\t"
@@ -367,18 +392,12 @@ void kiln_sgemm_ukr2_adirect8_avx512(int64_t kc, const float* a, int64_t lda, co
       "dec %[n1]\n\t"
       "jnz 3b\n\t"
       "4:\n\t"
-      ACC12_SPILL
-      "vmovaps %%zmm12, 12*64(%[acc])\n\t" "vmovaps %%zmm13, 13*64(%[acc])\n\t"
-      "vmovaps %%zmm14, 14*64(%[acc])\n\t" "vmovaps %%zmm15, 15*64(%[acc])\n\t"
+      ACC16_SPILL
       : [a] "+r"(a), [a4] "+r"(a4), [b] "+r"(b), [n4] "+r"(n4), [n1] "+r"(n1)
       : [off] "r"(off), [acc] "r"(acc), [rs] "r"(rs), [rs3] "r"(rs3)
-      : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18",
-        "xmm19", "xmm20", "xmm21");
+      : A8_CLOBBERS);
 #undef KS
-#undef KS_ROW
 #else
-  float acc[16 * 16];
   const float* b2 = b + NR * kc;
   __m512 e[8], f[8];
   for (int r = 0; r < 8; r++) e[r] = f[r] = _mm512_setzero_ps();
@@ -391,18 +410,11 @@ void kiln_sgemm_ukr2_adirect8_avx512(int64_t kc, const float* a, int64_t lda, co
     }
   }
   for (int r = 0; r < 8; r++) {
-    _mm512_storeu_ps(acc + (2 * r) * 16, e[r]);
-    _mm512_storeu_ps(acc + (2 * r + 1) * 16, f[r]);
+    _mm512_store_ps(acc + (2 * r) * 16, e[r]);
+    _mm512_store_ps(acc + (2 * r + 1) * 16, f[r]);
   }
 #endif
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  const int use_beta = beta != 0.0f;
-  const int n2 = nr - NR; /* columns in the second sliver, 1..16 */
-  const __mmask16 m2 = n2 >= NR ? (__mmask16)0xFFFF : (__mmask16)((1u << n2) - 1u);
-  for (int r = 0; r < 8; r++) {
-    store_row(c + r * ldc, _mm512_load_ps(acc + (2 * r) * 16), va, vb, use_beta, (__mmask16)0xFFFF);
-    store_row(c + r * ldc + NR, _mm512_load_ps(acc + (2 * r + 1) * 16), va, vb, use_beta, m2);
-  }
+  store8x32(acc, c, ldc, alpha, beta, nr);
 }
 
 /* One full B sliver from a transposed source (kiln_gemm_pack_b_trans_avx2's contract): 16 rows
