@@ -232,6 +232,90 @@ KT_TEST(test_workers_take_part) {
   kiln_threadpool_destroy(pool);
 }
 
+/* parallel_units: every unit exactly once as a one-unit range (past 64 units, as parallel_for
+ * ranges), valid and never doubly-used thread ids, for pool sizes 1-4 and unit counts 0-200. */
+static int check_units(kiln_threadpool_t* pool, coverage_t* c, atomic_int* counts, int64_t n, int* ranges_of_one) {
+  memset(c, 0, sizeof(*c));
+  c->counts = counts;
+  c->n = n;
+  c->pool_size = kiln_threadpool_size(pool);
+  for (int64_t i = 0; i < n; i++) atomic_store(&counts[i], 0);
+  kiln_threadpool_parallel_units(pool, n, cover_fn, c);
+  int ok = !atomic_load(&c->bad);
+  for (int64_t i = 0; i < n && ok; i++) ok = atomic_load(&counts[i]) == 1;
+  *ranges_of_one = atomic_load(&c->calls) == n;
+  if (!ok) fprintf(stderr, "  unit coverage failed for n=%lld\n", (long long)n);
+  return ok;
+}
+
+KT_TEST(test_units_cover_each_once) {
+  const int64_t ns[] = {0, 1, 2, 3, 4, 5, 17, 63, 64, 65, 200};
+  for (int size = 1; size <= 4; size++) {
+    kiln_threadpool_t* pool = NULL;
+    KT_OK(kiln_threadpool_create(size, NULL, &pool));
+    for (int rep = 0; rep < 50; rep++)
+      for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+        int one;
+        KT_CHECK(check_units(pool, &g_cov, g_counts, ns[i], &one));
+        /* a pool of one, or one unit, runs inline as one call over [0, n) */
+        if (size > 1 && ns[i] > 1 && ns[i] <= 64) KT_CHECK(one);
+      }
+    kiln_threadpool_destroy(pool);
+  }
+  atomic_llong sum;
+  atomic_init(&sum, 0);
+  kiln_parallel_units(40, sum_fn, &sum);
+  KT_CHECK(atomic_load(&sum) == 40LL * 39 / 2);
+}
+
+/* With the threads in step, thread t runs its own units [t*n/T, (t+1)*n/T): each of two
+ * rendezvousing threads takes its own half first. */
+typedef struct unit_owner {
+  rendezvous_t r;
+  atomic_int owner[4];
+} unit_owner_t;
+
+static void owner_fn(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  unit_owner_t* u = ctx;
+  (void)end;
+  atomic_store(&u->owner[begin], thread_id + 1);
+  if (begin == 0 || begin == 2) rendezvous_fn(&u->r, begin, end, thread_id); /* first units wait */
+}
+
+KT_TEST(test_units_prefer_own_range) {
+  kiln_threadpool_t* pool = NULL;
+  KT_OK(kiln_threadpool_create(2, NULL, &pool));
+  unit_owner_t u;
+  memset(&u, 0, sizeof(u));
+  kiln_threadpool_parallel_units(pool, 4, owner_fn, &u);
+  KT_CHECK(atomic_load(&u.r.arrived) == 2);
+  /* units 0 and 2 ran at once, so on different threads: 0 on the caller, 2 on the worker */
+  KT_CHECK(atomic_load(&u.owner[0]) == 1 && atomic_load(&u.owner[2]) == 2);
+  kiln_threadpool_destroy(pool);
+}
+
+/* Nested in a running job, parallel_units runs inline on the outer thread. */
+static void units_inner_outer(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  nested_t* n = ctx;
+  for (int64_t r = begin; r < end; r++) {
+    inner_ctx_t c = {n, r, thread_id};
+    kiln_threadpool_parallel_units(n->pool, 30, inner_fn, &c);
+  }
+}
+
+KT_TEST(test_units_nested_inline) {
+  static nested_t n;
+  memset(&n, 0, sizeof(n));
+  KT_OK(kiln_threadpool_create(3, NULL, &n.pool));
+  kiln_threadpool_parallel_units(n.pool, 16, units_inner_outer, &n);
+  int ok = 1;
+  for (int r = 0; r < 16; r++)
+    for (int i = 0; i < 100; i++) ok &= atomic_load(&n.counts[r * 100 + i]) == (i < 30);
+  KT_CHECK(ok);
+  KT_CHECK(atomic_load(&n.bad) == 0);
+  kiln_threadpool_destroy(n.pool);
+}
+
 KT_TEST(test_default_pool) {
   kiln_threadpool_t* pool = kiln_threadpool_default();
   KT_CHECK(pool != NULL);
