@@ -192,7 +192,8 @@ typedef struct gemm_ctx {
   int avx2;
   int nthreads;
   int split_n;          /* 0: units are row blocks of C, 1: column ranges of the panel */
-  float* bpack;         /* the packed slice of the panel: nslv slivers of kc x NR */
+  float* bpack;         /* the packed slice of the panel: nslv slivers of kc x NR (column
+                         * ranges: the running thread's own block, see b_local) */
   int64_t b_local;      /* > 0: column ranges; each thread packs its slivers into its own
                          * block of b_local floats (see local_scratch) */
   atomic_int* ready;    /* per group: 0 unpacked, 1 being packed, 2 packed */
@@ -686,7 +687,7 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_sgemm: cannot allocate %zu bytes of packing scratch", bytes);
 
   g.nthreads = nthreads;
-  g.bpack = scratch->buf;
+  g.bpack = g.split_n ? NULL : scratch->buf; /* column ranges: set per thread by run_units */
   g.b_local = g.split_n ? kc_max * nc_max : 0;
   g.apack = scratch->buf + b_floats;
   g.ready = (atomic_int*)(void*)(g.apack + a_stride * T);
