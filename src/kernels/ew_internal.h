@@ -109,6 +109,10 @@ void kiln_avx2_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 void kiln_avx2_bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 /* Sum of n contiguous f32 values, accumulated in double. */
 double kiln_avx2_sum_f32(const float* x, int64_t n);
+/* Column sums of `rows` f32 rows of w values (row r at x + r*ld floats) into double
+ * accumulators: acc[j] += (double)row[j], row by row. The bits of that scalar loop (each column
+ * adds its rows in order); acc stays in registers across the rows, 16 columns at a time. */
+void kiln_avx2_acc_rows_f32(const float* x, int64_t ld, int64_t rows, double* acc, int64_t w);
 /* ---- AVX-512F (avx512/elementwise_avx512.c); call only when kiln_cpu_has_avx512() ---- */
 /* 1 if kiln_cpu_has_avx2() and the CPU has AVX-512F (cached; KILN_DISABLE_AVX512=1 forces 0). */
 int kiln_cpu_has_avx512(void);

@@ -237,6 +237,30 @@ static void vert_rows(const red_plan_t* pl, const kiln_red_op_t* op, const char*
   double acc[RED_VBLOCK];
   if (dense_sum)
     for (int64_t j = 0; j < w; j++) acc[j] = st[j].a;
+  if (dense_sum && direct && pl->nr > 0 && kiln_cpu_has_avx2()) { /* runs along the innermost reduced dim */
+    for (int64_t r = r0; r < r1;) {
+      int64_t run = pl->rshape[0] - idx[0];
+      if (run > r1 - r) run = r1 - r;
+      kiln_avx2_acc_rows_f32((const float*)(const void*)p, pl->rxs[0] / esz, run, acc, w);
+      r += run;
+      idx[0] += run;
+      p += run * pl->rxs[0];
+      if (idx[0] < pl->rshape[0]) break; /* r == r1 */
+      p -= idx[0] * pl->rxs[0];
+      idx[0] = 0;
+      for (int d = 1; d < pl->nr; d++) { /* odometer over the outer reduced dims */
+        p += pl->rxs[d];
+        if (++idx[d] < pl->rshape[d]) break;
+        p -= idx[d] * pl->rxs[d];
+        idx[d] = 0;
+      }
+    }
+    for (int64_t j = 0; j < w; j++) {
+      st[j].a = acc[j];
+      st[j].n += r1 - r0;
+    }
+    return;
+  }
   for (int64_t r = r0; r < r1; r++) {
     const char* row = p;
     if (!direct) {

@@ -179,6 +179,47 @@ KT_TEST(reduce_ops_generic) {
   kiln_cpu_force_generic(0);
 }
 
+/* Column sums (>= 8 kept columns innermost: a norm's weight gradient) run the AVX2 row-run kernel
+ * (kiln_avx2_acc_rows_f32): the bits of the generic per-row double loop, for sum, mean and
+ * var, widths around the 16- and 4-column blocks, reduced dims split by a kept one (the
+ * odometer between runs), a stepped outer dim and the row-chunked parallel split. */
+KT_TEST(column_sums_avx2_bits_match_generic) {
+  if (!kiln_cpu_has_avx2()) return;
+  static const struct { int nd; int64_t shape[4]; uint32_t mask; int stepped; } cases[] = {
+      {3, {8, 128, 128}, 3, 0}, {2, {1000, 37}, 1, 0}, {2, {300, 20}, 1, 1}, {4, {4, 5, 6, 7}, 5, 0},
+      {2, {70000, 9}, 1, 0},    {3, {9, 33, 19}, 3, 1}, {2, {5, 8}, 1, 0},   {3, {2, 2, 260}, 3, 0}};
+  const kiln_reduce_op_t ops[] = {KILN_REDUCE_SUM, KILN_REDUCE_MEAN, KILN_REDUCE_VAR};
+  int diff = 0;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const int nd = cases[c].nd;
+    ht_t x;
+    int64_t st[4], acc = 1;
+    for (int i = nd - 1; i >= 0; i--) { /* dim 0 stepped by 2 when asked */
+      st[i] = acc * (i == 0 && cases[c].stepped ? 2 : 1);
+      acc = st[i] * cases[c].shape[i];
+    }
+    ht_make(&x, KILN_DTYPE_F32, nd, cases[c].shape, st);
+    ht_rand(&x, -3.0, 3.0);
+    int64_t oshape[4];
+    for (int i = 0; i < nd; i++) oshape[i] = (cases[c].mask >> i) & 1u ? 1 : cases[c].shape[i];
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+      ht_t y[2];
+      for (int g = 0; g < 2; g++) {
+        ht_make(&y[g], KILN_DTYPE_F32, nd, oshape, NULL);
+        kiln_cpu_force_generic(g);
+        kiln_reduce_params_t rp = {1.0, 2.0};
+        KT_OK(kiln_kernel_reduce(ops[o], &x.t, cases[c].mask, &rp, KILN_DTYPE_F32, &y[g].t));
+      }
+      kiln_cpu_force_generic(0);
+      diff += memcmp(y[0].t.data, y[1].t.data, sizeof(float) * (size_t)ht_numel(&y[0].t)) != 0;
+      ht_free(&y[0]);
+      ht_free(&y[1]);
+    }
+    ht_free(&x);
+  }
+  KT_CHECK(diff == 0);
+}
+
 static float f32_scalar(kiln_reduce_op_t op, const float* v, int64_t n, double corr) {
   kiln_tensor_t x, y;
   float r = -1;

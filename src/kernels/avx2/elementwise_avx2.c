@@ -396,6 +396,37 @@ double kiln_avx2_sum_f32(const float* x, int64_t n) {
   return r;
 }
 
+void kiln_avx2_acc_rows_f32(const float* x, int64_t ld, int64_t rows, double* acc, int64_t w) {
+  int64_t j = 0;
+  for (; j + 16 <= w; j += 16) {
+    __m256d a0 = _mm256_loadu_pd(acc + j), a1 = _mm256_loadu_pd(acc + j + 4);
+    __m256d a2 = _mm256_loadu_pd(acc + j + 8), a3 = _mm256_loadu_pd(acc + j + 12);
+    const float* p = x + j;
+    for (int64_t r = 0; r < rows; r++, p += ld) {
+      a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(p)));
+      a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(p + 4)));
+      a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(p + 8)));
+      a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(p + 12)));
+    }
+    _mm256_storeu_pd(acc + j, a0);
+    _mm256_storeu_pd(acc + j + 4, a1);
+    _mm256_storeu_pd(acc + j + 8, a2);
+    _mm256_storeu_pd(acc + j + 12, a3);
+  }
+  for (; j + 4 <= w; j += 4) {
+    __m256d a = _mm256_loadu_pd(acc + j);
+    const float* p = x + j;
+    for (int64_t r = 0; r < rows; r++, p += ld) a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(p)));
+    _mm256_storeu_pd(acc + j, a);
+  }
+  for (; j < w; j++) {
+    double a = acc[j];
+    const float* p = x + j;
+    for (int64_t r = 0; r < rows; r++, p += ld) a += (double)*p;
+    acc[j] = a;
+  }
+}
+
 /* 32-bit lanes are moved as floats (bit patterns pass through shuffles and masked stores). */
 void kiln_avx2_gather2_32(const void* src_, void* dst_, int64_t n) {
   const float* src = src_;
