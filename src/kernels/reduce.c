@@ -230,14 +230,16 @@ static void vert_rows(const red_plan_t* pl, const kiln_red_op_t* op, const char*
     p += idx[d] * pl->rxs[d];
   }
   /* f32 sums (and the first pass of var/std): the states' double accumulators in a contiguous
-   * array, so the row loop vectorizes; same per-column order and arithmetic as kiln_red_vert. */
+   * array that whole runs of rows (AVX2) or single rows add into; same per-column order and
+   * arithmetic as kiln_red_vert. */
   const int dense_sum = pl->type == KILN_DTYPE_F32 &&
                         (op->op == KILN_REDUCE_SUM || op->op == KILN_REDUCE_MEAN ||
                          ((op->op == KILN_REDUCE_VAR || op->op == KILN_REDUCE_STD) && op->pass == 0));
   double acc[RED_VBLOCK];
   if (dense_sum)
     for (int64_t j = 0; j < w; j++) acc[j] = st[j].a;
-  if (dense_sum && direct && pl->nr > 0 && kiln_cpu_has_avx2()) { /* runs along the innermost reduced dim */
+  if (dense_sum && direct && pl->nr > 0 && kiln_cpu_has_avx2()) {
+    /* whole runs along the innermost reduced dim, the accumulators in registers (same bits) */
     for (int64_t r = r0; r < r1;) {
       int64_t run = pl->rshape[0] - idx[0];
       if (run > r1 - r) run = r1 - r;
@@ -255,30 +257,26 @@ static void vert_rows(const red_plan_t* pl, const kiln_red_op_t* op, const char*
         idx[d] = 0;
       }
     }
-    for (int64_t j = 0; j < w; j++) {
-      st[j].a = acc[j];
-      st[j].n += r1 - r0;
-    }
-    return;
-  }
-  for (int64_t r = r0; r < r1; r++) {
-    const char* row = p;
-    if (!direct) {
-      kiln_cvt(pl->xdtype, p, sk, pl->type, buf, esz, w);
-      if (pl->round_in) kiln_cvt_round_f32(pl->compute, (float*)buf, w);
-      row = buf;
-    }
-    if (dense_sum) {
-      const float* f = (const float*)(const void*)row;
-      for (int64_t j = 0; j < w; j++) acc[j] += (double)f[j];
-    } else {
-      kiln_red_vert(op, pl->type, row, w, st);
-    }
-    for (int d = 0; d < pl->nr; d++) { /* odometer over R */
-      p += pl->rxs[d];
-      if (++idx[d] < pl->rshape[d]) break;
-      p -= idx[d] * pl->rxs[d];
-      idx[d] = 0;
+  } else {
+    for (int64_t r = r0; r < r1; r++) {
+      const char* row = p;
+      if (!direct) {
+        kiln_cvt(pl->xdtype, p, sk, pl->type, buf, esz, w);
+        if (pl->round_in) kiln_cvt_round_f32(pl->compute, (float*)buf, w);
+        row = buf;
+      }
+      if (dense_sum) {
+        const float* f = (const float*)(const void*)row;
+        for (int64_t j = 0; j < w; j++) acc[j] += (double)f[j];
+      } else {
+        kiln_red_vert(op, pl->type, row, w, st);
+      }
+      for (int d = 0; d < pl->nr; d++) { /* odometer over R */
+        p += pl->rxs[d];
+        if (++idx[d] < pl->rshape[d]) break;
+        p -= idx[d] * pl->rxs[d];
+        idx[d] = 0;
+      }
     }
   }
   if (dense_sum)
