@@ -11,7 +11,8 @@
  * plan gives it no step and starts C's buffer at the first step writing into it.
  *
  * contiguous(permute(R)) is elided the same way when R's producer writes any output strides
- * (attention, pointwise): R becomes the permuted window of the contiguous result.
+ * (attention and its gradients, pointwise; through a reshape chain for pointwise): R becomes
+ * the permuted window of the contiguous result.
  */
 #include <string.h>
 
@@ -115,10 +116,13 @@ static int elide_one(kiln_exec_t* e, const int* uses, int id) {
   return 1;
 }
 
-/* contiguous(permute(R)) where R is the single-use result of a node that writes any output
- * strides (attention's output, a pointwise op): R is laid out as the permuted window of the
- * contiguous result C, so its producer writes C directly and the copy does nothing. Attention's
- * o.transpose(1, 2).contiguous() before the output projection is the case that matters. */
+/* contiguous(permute(V)) where V is the single-use result R of a node that writes any output
+ * strides (attention's output, attention's gradients, a pointwise op), or a single-use reshape
+ * chain of a pointwise R: R is laid out so that V is the permuted window of the contiguous
+ * result C, its producer writes C directly and the copy does nothing. Attention's
+ * o.transpose(1, 2).contiguous() before the output projection, and in a backward the
+ * same of dq / dk / dv (or of RoPE's backward, a reshape of the pointwise result) before the
+ * weight-gradient GEMMs, are the cases that matter. */
 static int elide_contiguous(kiln_exec_t* e, const int* uses, int id) {
   kiln_graph_t* g = e->wg;
   gx_node* n = &g->nodes[id];
@@ -127,25 +131,43 @@ static int elide_contiguous(kiln_exec_t* e, const int* uses, int id) {
   if (C < 0 || cv->root != C || cv->numel == 0) return 0;
   const gx_node* pm = &g->nodes[g->values[x].node];
   if (pm->op != GX_OP_PERMUTE || pm->dead || uses[x] != 1) return 0;
-  const int R = pm->in[0];
+  const int V = pm->in[0];
+  int chain[CAT_MAX_CHAIN], len = 0, R = V;
+  if (g->nodes[g->values[V].node].op == GX_OP_RESHAPE && (R = reshape_chain(g, uses, V, chain, &len)) < 0)
+    return 0;
   gx_value* r = &g->values[R];
   const gx_node* p = &g->nodes[r->node];
   const int writes_any_strides =
-      (p->op == GX_OP_SDPA && r->slot == 0) || p->op == GX_OP_UNARY || p->op == GX_OP_BINARY ||
-      p->op == GX_OP_TERNARY || p->op == GX_OP_CAST;
+      (p->op == GX_OP_SDPA && r->slot == 0) || p->op == GX_OP_SDPA_BW || p->op == GX_OP_UNARY ||
+      p->op == GX_OP_BINARY || p->op == GX_OP_TERNARY || p->op == GX_OP_CAST;
   if (!writes_any_strides || p->dead || r->root != R || uses[R] != 1 || r->dtype != cv->dtype ||
-      r->ndim != cv->ndim || r->numel == 0)
+      r->numel == 0 || g->values[V].ndim != cv->ndim)
     return 0;
   for (int k = 0; k < g->n_outputs; k++)
     if (g->values[g->outputs[k]].root == R) return 0;
-  /* x = permute(R, perm): x dim d is R dim perm[d], and x must be C's identity window */
-  gx_value saved_r = *r, saved_x = g->values[x];
-  for (int d = 0; d < cv->ndim; d++) r->strides[pm->i[d]] = cv->strides[d];
+  /* x = permute(V, perm): x dim d is V dim perm[d], and x must be C's identity window */
+  int64_t vst[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
+  const gx_value* vv = &g->values[V];
+  for (int d = 0; d < cv->ndim; d++) vst[pm->i[d]] = cv->strides[d];
+  if (len == 0) memcpy(st, vst, sizeof(int64_t) * (size_t)r->ndim);
+  else if (!gx_view_strides(vv->shape, vst, vv->ndim, r->shape, r->ndim, st)) return 0;
+  gx_value saved[CAT_MAX_CHAIN + 2];
+  int saved_id[CAT_MAX_CHAIN + 2], n_saved = 0;
+  saved[n_saved] = *r;
+  saved_id[n_saved++] = R;
   r->root = C;
   r->offset = 0;
-  if (!gx_layout_value(g, x) || !same_window(&g->values[x], cv)) {
-    *r = saved_r;
-    g->values[x] = saved_x;
+  memcpy(r->strides, st, sizeof(int64_t) * (size_t)r->ndim);
+  int ok = 1;
+  for (int j = len - 1; j >= 0 && ok; j--) { /* re-derive the chain from R outwards */
+    saved[n_saved] = g->values[chain[j]];
+    saved_id[n_saved++] = chain[j];
+    ok = gx_layout_value(g, chain[j]);
+  }
+  saved[n_saved] = g->values[x];
+  saved_id[n_saved++] = x;
+  if (!ok || !gx_layout_value(g, x) || !same_window(&g->values[x], cv)) {
+    for (int j = n_saved - 1; j >= 0; j--) g->values[saved_id[j]] = saved[j];
     return 0;
   }
   n->aux = 1;

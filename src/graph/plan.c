@@ -387,6 +387,17 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
   /* roots of used values are used too */
   for (int v = 0; v < NV; v++)
     if (e->v_used[v]) e->v_used[g->values[v].root] = 1;
+  /* an output that is a window of a used result (an elided cat's or contiguous's input) must be
+   * written, optional or not: the result's reader sees it only through that result */
+  for (int oi = 0; oi < e->n_order; oi++) {
+    const gx_node* n = &g->nodes[e->order[oi]];
+    if (!is_compute(n->op)) continue;
+    const int* outs;
+    int n_out = step_outputs(e, n, &outs);
+    for (int k = 0; k < n_out; k++)
+      if (outs[k] >= 0 && g->values[outs[k]].root != outs[k] && e->v_used[g->values[outs[k]].root])
+        e->v_used[outs[k]] = 1;
+  }
 
   /* 2. storage classes of roots */
   for (int v = 0; v < NV; v++) {

@@ -556,20 +556,37 @@ KT_TEST(silu_peephole) {
   kiln_graph_destroy(g);
 }
 
-/* contiguous(permute(R)) with R attention's output or a pointwise result read by nothing else:
- * R is written straight into the contiguous result (no copy step), with the bits of the copy
- * (cat elision off); R with a second reader keeps the copy. */
+/* contiguous(permute(R)) with R attention's output, a pointwise result, a reshape of a
+ * pointwise result or one of attention's gradients (an optional output, otherwise unread), read
+ * by nothing else: R is written straight into the contiguous result (no copy step), with the
+ * bits of the copy (cat elision off); R with a second reader keeps the copy. */
 KT_TEST(contiguous_elision) {
-  for (int c = 0; c < 3; c++) { /* 0 attention, 1 pointwise, 2 attention read twice */
+  /* 0 attention, 1 pointwise, 2 attention read twice, 3 reshape of a pointwise result,
+   * 4 attention's dv, 5 attention's dq */
+  for (int c = 0; c < 6; c++) {
     kiln_graph_t* g;
     KT_OK(kiln_graph_create(&g));
-    int64_t qs[4] = {2, 4, 24, 16};
+    int64_t qs[4] = {2, 4, 24, 16}, q5[5] = {2, 4, 24, 8, 2};
     int q, k, v, r, pr, ct, w, y, perm[4] = {0, 2, 1, 3};
     KT_OK(kiln_graph_input(g, F32, 4, qs, &q));
     KT_OK(kiln_graph_input(g, F32, 4, qs, &k));
     KT_OK(kiln_graph_input(g, F32, 4, qs, &v));
-    if (c == 1) KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, q, k, 1.0, F32, &r));
-    else KT_OK(kiln_graph_sdpa(g, q, k, v, -1, 1, NAN, &r, NULL));
+    if (c == 1) {
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_MUL, q, k, 1.0, F32, &r));
+    } else if (c == 3) {
+      int qq, kk, r5;
+      KT_OK(kiln_graph_reshape(g, q, 5, q5, &qq));
+      KT_OK(kiln_graph_reshape(g, k, 5, q5, &kk));
+      KT_OK(kiln_graph_binary(g, KILN_BINARY_SUB, qq, kk, 1.0, F32, &r5));
+      KT_OK(kiln_graph_reshape(g, r5, 4, qs, &r));
+    } else if (c >= 4) {
+      int o, lse;
+      KT_OK(kiln_graph_sdpa(g, q, k, v, -1, 1, NAN, &o, &lse));
+      KT_OK(kiln_graph_sdpa_backward(g, v, q, k, v, o, lse, -1, 1, NAN, c == 5 ? &r : NULL, NULL,
+                                     c == 4 ? &r : NULL));
+    } else {
+      KT_OK(kiln_graph_sdpa(g, q, k, v, -1, 1, NAN, &r, NULL));
+    }
     KT_OK(kiln_graph_permute(g, r, perm, &pr)); /* [2, 24, 4, 16] */
     KT_OK(kiln_graph_contiguous(g, pr, &ct));
     int64_t ws[2] = {64, 8}, rs[2] = {48, 64};
@@ -589,7 +606,7 @@ KT_TEST(contiguous_elision) {
     for (int pass = 0; pass < 2; pass++) {
       kiln_exec_t* e;
       KT_OK(kiln_graph_compile_ex(g, pass ? KILN_COMPILE_NO_CAT_ELISION : 0, &e));
-      KT_CHECK(gt_stats(e).n_contiguous_elided == (pass == 0 && c < 2));
+      KT_CHECK(gt_stats(e).n_contiguous_elided == (pass == 0 && c != 2));
       out[pass][0] = malloc(sizeof(float) * 48 * 8);
       out[pass][1] = malloc(sizeof(float) * 2 * 4 * 24 * 16);
       KT_OK(kiln_exec_run(e, 4, (void**)in, c == 2 ? 2 : 1, (void**)out[pass]));
