@@ -174,7 +174,10 @@ kiln_status_t gx_run_node(const kiln_graph_t* g, const gx_node* n, kiln_tensor_t
                                                out[0]);
     case GX_OP_NLL_LOSS:
       return kiln_kernel_nll_loss(in[0], in[1], in[2], (int)n->i[0], n->i[1], out[0], out[1]);
-    case GX_OP_NLL_LOSS_BW:
+    case GX_OP_NLL_LOSS_BW: /* i[2] = 1: fused with the log_softmax backward (peephole) */
+      if (n->n_i > 2 && n->i[2])
+        return kiln_kernel_nll_log_softmax_backward(in[0], in[1], in[2], in[3], (int)n->i[0], n->i[1],
+                                                    in[4], out[0]);
       return kiln_kernel_nll_loss_backward(in[0], in[1], in[2], in[3], (int)n->i[0], n->i[1],
                                            in[4], out[0]);
     case GX_OP_SDPA:

@@ -441,10 +441,38 @@ kiln_status_t gx_pass_views(kiln_exec_t* e) {
   return KILN_OK;
 }
 
-/* ---- peephole: mul(x, sigmoid(x)) -> silu(x) --------------------------------------------------
- * The core-ATen decomposition of silu. As one op it is one element kernel (the same one eager
- * silu runs, so compiled and eager agree bit for bit) and a GEMM epilogue activation. Only f32
- * with f32 compute, same shapes (no broadcast), and a sigmoid used by nothing else. */
+/* ---- peephole: mul(x, sigmoid(x)) -> silu(x); log_softmax_bw(nll_loss_bw) -> one node ---------
+ * mul(x, sigmoid(x)) is the core-ATen decomposition of silu. As one op it is one element kernel
+ * (the same one eager silu runs, so compiled and eager agree bit for bit) and a GEMM epilogue
+ * activation. Only f32 with f32 compute, same shapes (no broadcast), and a sigmoid used by
+ * nothing else.
+ * The cross-entropy backward, log_softmax_backward(nll_loss_backward(g, y, ..), y) over the
+ * classes, becomes the nll_loss_bw node with i[2] = 1 (kiln_kernel_nll_log_softmax_backward:
+ * the same bits without writing and re-reading the one-hot [N, C] gradient). Only f32, rank 1 or
+ * 2, and an nll gradient read by nothing else. */
+
+/* Fuses softmax_bw node `s` into the nll_loss_bw node producing its gradient; 1 if it did. */
+static int fuse_nll_lsm(kiln_graph_t* g, const int* uses, gx_node* s) {
+  if (s->dead || s->op != GX_OP_SOFTMAX_BW || s->n_in != 2 || s->i[1] == 0) return 0;
+  const int gv = s->in[0], y = s->in[1];
+  if (gv < 0 || y < 0 || uses[gv] != 1) return 0;
+  gx_node* nb = &g->nodes[g->values[gv].node];
+  if (nb->dead || nb->op != GX_OP_NLL_LOSS_BW || nb->in[1] != y || (nb->n_i > 2 && nb->i[2]) ||
+      g->values[gv].root != gv)
+    return 0;
+  const gx_value* yv = &g->values[y];
+  const gx_value* ov = &g->values[s->out[0]];
+  int64_t dim = s->i[0] < 0 ? s->i[0] + yv->ndim : s->i[0];
+  if (yv->ndim < 1 || yv->ndim > 2 || dim != yv->ndim - 1 || yv->dtype != KILN_DTYPE_F32 ||
+      g->values[gv].dtype != KILN_DTYPE_F32 || ov->dtype != KILN_DTYPE_F32)
+    return 0;
+  nb->i[2] = 1;
+  nb->n_i = 3;
+  gx_replace_uses(g, s->out[0], gv);
+  s->dead = 1;
+  return 1;
+}
+
 kiln_status_t gx_pass_peephole(kiln_graph_t* g, int64_t* rewritten) {
   int* order;
   int n;
@@ -457,6 +485,10 @@ kiln_status_t gx_pass_peephole(kiln_graph_t* g, int64_t* rewritten) {
   gx_count_uses(g, order, n, uses);
   for (int oi = 0; oi < n; oi++) {
     gx_node* m = &g->nodes[order[oi]];
+    if (fuse_nll_lsm(g, uses, m)) {
+      if (rewritten) (*rewritten)++;
+      continue;
+    }
     if (m->dead || m->op != GX_OP_BINARY || m->sub != KILN_BINARY_MUL || m->n_in != 2) continue;
     if (m->dtype != KILN_DTYPE_F32 || m->dtype2 != KILN_DTYPE_F32) continue;
     for (int side = 0; side < 2; side++) {

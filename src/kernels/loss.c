@@ -198,15 +198,13 @@ kiln_status_t kiln_kernel_nll_loss(const kiln_tensor_t* log_probs, const kiln_te
   return KILN_OK;
 }
 
-kiln_status_t kiln_kernel_nll_loss_backward(const kiln_tensor_t* grad_out,
-                                            const kiln_tensor_t* log_probs,
-                                            const kiln_tensor_t* target,
-                                            const kiln_tensor_t* weight, int reduction,
-                                            int64_t ignore_index,
-                                            const kiln_tensor_t* total_weight,
-                                            kiln_tensor_t* grad_in) {
-  const char* op = "kiln_kernel_nll_loss_backward";
-  nll_ctx_t c;
+/* The checks and setup shared by the two backwards: grad_in takes log_probs' shape (the views
+ * are grad_in's, which the plain backward writes). */
+static kiln_status_t nll_bwd_setup(nll_ctx_t* c, const kiln_tensor_t* grad_out,
+                                   const kiln_tensor_t* log_probs, const kiln_tensor_t* target,
+                                   const kiln_tensor_t* weight, int reduction,
+                                   int64_t ignore_index, const kiln_tensor_t* total_weight,
+                                   kiln_tensor_t* grad_in, const char* op) {
   KILN_RETURN_IF_ERROR(kiln_nn_check_float(grad_in, op, "grad_in"));
   KILN_RETURN_IF_ERROR(kiln_nn_check(log_probs, op, "log_probs"));
   if (!kiln_nn_same_shape(grad_in, log_probs))
@@ -220,16 +218,93 @@ kiln_status_t kiln_kernel_nll_loss_backward(const kiln_tensor_t* grad_out,
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: reduction mean needs total_weight", op);
     KILN_RETURN_IF_ERROR(check_scalar(total_weight, op, "total_weight"));
   }
-  /* The setup validates log_probs' shape; it is grad_in's too, so view grad_in for the writes. */
-  KILN_RETURN_IF_ERROR(nll_setup(&c, grad_in, target, weight, reduction, ignore_index, op));
+  KILN_RETURN_IF_ERROR(nll_setup(c, grad_in, target, weight, reduction, ignore_index, op));
   if (reduction == KILN_REDUCTION_NONE) {
-    kiln_nn_view_init(&c.out, grad_out, 0);
+    kiln_nn_view_init(&c->out, grad_out, 0);
   } else {
-    c.gscale = kiln_nn_get(grad_out->data, grad_out->dtype);
+    c->gscale = kiln_nn_get(grad_out->data, grad_out->dtype);
     if (reduction == KILN_REDUCTION_MEAN)
-      c.gscale /= kiln_nn_get(total_weight->data, total_weight->dtype);
+      c->gscale /= kiln_nn_get(total_weight->data, total_weight->dtype);
   }
+  return KILN_OK;
+}
+
+kiln_status_t kiln_kernel_nll_loss_backward(const kiln_tensor_t* grad_out,
+                                            const kiln_tensor_t* log_probs,
+                                            const kiln_tensor_t* target,
+                                            const kiln_tensor_t* weight, int reduction,
+                                            int64_t ignore_index,
+                                            const kiln_tensor_t* total_weight,
+                                            kiln_tensor_t* grad_in) {
+  nll_ctx_t c;
+  KILN_RETURN_IF_ERROR(nll_bwd_setup(&c, grad_out, log_probs, target, weight, reduction, ignore_index,
+                                     total_weight, grad_in, "kiln_kernel_nll_loss_backward"));
   kiln_nn_zero(grad_in);
   kiln_parallel_for(c.P, kiln_nn_grain(16), nll_bwd, &c);
+  return KILN_OK;
+}
+
+/* Fused with the log_softmax backward: one row per position. */
+typedef struct nll_lsm_ctx {
+  const nll_ctx_t* nll;
+  kiln_nn_view_t y, gi; /* log_probs and grad_in as rows of C */
+  kiln_nn_scratch_t scratch;
+} nll_lsm_ctx_t;
+
+static void nll_lsm_rows(void* arg, int64_t p0, int64_t p1, int tid) {
+  const nll_lsm_ctx_t* f = arg;
+  const nll_ctx_t* c = f->nll;
+  const kiln_nn_ops_t* ops = kiln_nn_ops();
+  _Alignas(64) char stack[KILN_NN_STACK_BYTES];
+  char* buf = kiln_nn_scratch_get(&f->scratch, tid, stack);
+  const int64_t n = c->C;
+  float* g = (float*)buf;
+  float* yb = (float*)(buf + kiln_nn_align(sizeof(float) * (size_t)n));
+  for (int64_t p = p0; p < p1; p++) {
+    /* the row nll_loss_backward writes (a float store of the double product), then
+     * kiln_kernel_softmax_backward's log arithmetic on it */
+    memset(g, 0, sizeof(float) * (size_t)n);
+    const int64_t t = target_at(c, p);
+    if (t != c->ignore) {
+      double gs = c->gscale;
+      if (c->reduction == KILN_REDUCTION_NONE)
+        gs = kiln_nn_get(c->out.base + kiln_nn_view_row(&c->out, p) * c->out.esize, c->out.dtype);
+      g[t] = (float)(-weight_at(c, t) * gs);
+    }
+    const float* y = kiln_nn_row_in(&f->y, p, 0, n, yb);
+    float* gi = kiln_nn_row_out(&f->gi, p, 0, g);
+    ops->log_softmax_bwd(g, y, ops->sum(g, n), gi, n);
+    kiln_nn_row_commit(&f->gi, p, 0, n, gi);
+  }
+}
+
+kiln_status_t kiln_kernel_nll_log_softmax_backward(const kiln_tensor_t* grad_out,
+                                                   const kiln_tensor_t* log_probs,
+                                                   const kiln_tensor_t* target,
+                                                   const kiln_tensor_t* weight, int reduction,
+                                                   int64_t ignore_index,
+                                                   const kiln_tensor_t* total_weight,
+                                                   kiln_tensor_t* grad_in) {
+  const char* op = "kiln_kernel_nll_log_softmax_backward";
+  if (log_probs == NULL || grad_in == NULL)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: NULL log_probs or grad_in", op);
+  if (log_probs->ndim < 1 || log_probs->ndim > 2 || log_probs->dtype != KILN_DTYPE_F32 ||
+      grad_in->dtype != KILN_DTYPE_F32)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: needs f32 log_probs and grad_in of rank 1 or 2 (classes last), got %s "
+                      "rank %d and %s", op, kiln_dtype_name(log_probs->dtype), (int)log_probs->ndim,
+                      kiln_dtype_name(grad_in->dtype));
+  nll_ctx_t c;
+  KILN_RETURN_IF_ERROR(nll_bwd_setup(&c, grad_out, log_probs, target, weight, reduction, ignore_index,
+                                     total_weight, grad_in, op));
+  if (kiln_tensor_numel(grad_in) == 0) return KILN_OK;
+  nll_lsm_ctx_t f;
+  f.nll = &c;
+  const uint32_t mask = 1u << (log_probs->ndim - 1);
+  kiln_nn_view_init(&f.y, log_probs, mask);
+  kiln_nn_view_init(&f.gi, grad_in, mask);
+  KILN_RETURN_IF_ERROR(kiln_nn_scratch_init(&f.scratch, 2 * kiln_nn_align(sizeof(float) * (size_t)c.C), op));
+  kiln_parallel_for(c.P, kiln_nn_grain(c.C * 4), nll_lsm_rows, &f);
+  kiln_nn_scratch_free(&f.scratch);
   return KILN_OK;
 }

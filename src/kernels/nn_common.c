@@ -35,6 +35,8 @@ static int detect(void) {
     t.gemm = kiln_nn_avx512_gemm;
     t.exp_sum = kiln_nn_avx512_exp_sum;
     t.max = kiln_nn_avx512_max;
+    t.log_softmax_bwd = kiln_nn_avx512_log_softmax_bwd;
+    t.softmax_bwd = kiln_nn_avx512_softmax_bwd;
     g_nn_avx512 = t;
     return 2;
   }

@@ -70,6 +70,8 @@ void kiln_nn_avx512_gemm(int64_t m, int64_t n, int64_t k, float alpha, const flo
                          int64_t ldc, int acc);
 float kiln_nn_avx512_exp_sum(const float* x, float shift, float* y, int64_t n);
 float kiln_nn_avx512_max(const float* x, int64_t n);
+void kiln_nn_avx512_log_softmax_bwd(const float* g, const float* y, float s, float* gi, int64_t n);
+void kiln_nn_avx512_softmax_bwd(const float* g, const float* y, float s, float* gi, int64_t n);
 
 /* The primitives for this CPU: AVX2+FMA (with F16C) when present and KILN_DISABLE_AVX2 is unset/0,
  * with the AVX-512F gemm / exp_sum / max over them when the CPU has AVX-512F. */

@@ -556,6 +556,54 @@ KT_TEST(silu_peephole) {
   kiln_graph_destroy(g);
 }
 
+/* The cross-entropy backward, log_softmax_bw(nll_loss_bw(g, y), y): the peephole runs it as one
+ * node (no softmax_bw step, no [N, C] intermediate), with the bits of the two nodes (peephole
+ * off), for each reduction, with weights and ignored targets; a second reader of the nll
+ * gradient keeps the two nodes. */
+KT_TEST(nll_log_softmax_backward_fused) {
+  int64_t xs[2] = {40, 13}, ts[1] = {40}, cs[1] = {13};
+  float* x = gt_randf(40 * 13);
+  float* w = gt_randf(13);
+  for (int i = 0; i < 13; i++) w[i] = 0.5f + w[i] * w[i];
+  int64_t tgt[40];
+  for (int i = 0; i < 40; i++) tgt[i] = i % 7 == 3 ? -100 : (i * 5) % 13;
+  for (int c = 0; c < 4; c++) { /* reduction 0/1/2, and 3: mean with the gradient read twice */
+    const int red = c == 3 ? KILN_REDUCTION_MEAN : c;
+    kiln_graph_t* g;
+    KT_OK(kiln_graph_create(&g));
+    int vx, vt, vw, ls, loss, tw, go, gl, gx;
+    KT_OK(kiln_graph_input(g, F32, 2, xs, &vx));
+    KT_OK(kiln_graph_input(g, KILN_DTYPE_I64, 1, ts, &vt));
+    KT_OK(kiln_graph_input(g, F32, 1, cs, &vw));
+    KT_OK(kiln_graph_softmax(g, vx, 1, 1, -1, &ls));
+    KT_OK(kiln_graph_nll_loss(g, ls, vt, vw, red, -100, &loss, &tw));
+    if (red == KILN_REDUCTION_NONE) KT_OK(kiln_graph_unary(g, KILN_UNARY_NEG, loss, F32, &go));
+    else KT_OK(kiln_graph_scalar(g, 0.75, F32, &go));
+    KT_OK(kiln_graph_nll_loss_backward(g, go, ls, vt, vw, red, -100, tw, &gl));
+    KT_OK(kiln_graph_softmax_backward(g, gl, ls, 1, 1, -1, &gx));
+    KT_OK(kiln_graph_output(g, gx));
+    if (c == 3) KT_OK(kiln_graph_output(g, gl));
+    float out[2][2][40 * 13];
+    for (int pass = 0; pass < 2; pass++) {
+      kiln_exec_t* e;
+      KT_OK(kiln_graph_compile_ex(g, pass ? KILN_COMPILE_NO_PEEPHOLE : 0, &e));
+      char* txt = dump_str(e, KILN_DUMP_ALL);
+      const char* after = strstr(txt, "after passes");
+      KT_CHECK(after != NULL && (strstr(after, "softmax_bw") == NULL) == (pass == 0 && c != 3));
+      free(txt);
+      void* ins[3] = {x, tgt, w};
+      void* outs[2] = {out[pass][0], out[pass][1]};
+      KT_OK(kiln_exec_run(e, 3, ins, c == 3 ? 2 : 1, outs));
+      kiln_exec_destroy(e);
+    }
+    KT_CHECK(memcmp(out[0][0], out[1][0], sizeof out[0][0]) == 0);
+    if (c == 3) KT_CHECK(memcmp(out[0][1], out[1][1], sizeof out[0][1]) == 0);
+    kiln_graph_destroy(g);
+  }
+  free(x);
+  free(w);
+}
+
 /* contiguous(permute(R)) with R attention's output, a pointwise result, a reshape of a
  * pointwise result or one of attention's gradients (an optional output, otherwise unread), read
  * by nothing else: R is written straight into the contiguous result (no copy step), with the

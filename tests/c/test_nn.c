@@ -506,6 +506,20 @@ static void nll_case(kiln_dtype_t dt, int nd, const int64_t* shape, int has_w, i
     KT_OK(kiln_kernel_nll_loss_backward(&go.t, &lp.t, &tg.t, has_w ? &w.t : NULL, red, ignore,
                                         &tw.t, &gi.t));
     KT_CLOSE(gi, rg, tol_a(dt), tol_r(dt));
+    /* fused with the log_softmax backward over the classes: the bits of the two kernels in
+     * sequence (f32, rank 1 or 2); anything else is refused */
+    ht_t fz = ht_rand(dt, nd, shape, -9, 9), two = ht_rand(dt, nd, shape, -9, 9);
+    const kiln_status_t fst = kiln_kernel_nll_log_softmax_backward(
+        &go.t, &lp.t, &tg.t, has_w ? &w.t : NULL, red, ignore, &tw.t, &fz.t);
+    if (dt == KILN_DTYPE_F32 && nd <= 2) {
+      KT_OK(fst);
+      KT_OK(kiln_kernel_softmax_backward(&gi.t, &lp.t, nd - 1, 1, &two.t));
+      KT_CHECK(memcmp(fz.t.data, two.t.data, sizeof(float) * (size_t)fz.n) == 0);
+    } else {
+      KT_CHECK(fst == KILN_ERROR_INVALID_ARGUMENT);
+    }
+    ht_free(&fz);
+    ht_free(&two);
     ht_free(&out);
     ht_free(&tw);
     ht_free(&go);
@@ -527,6 +541,8 @@ KT_TEST(nll_loss_matches_reference) {
   nll_case(KILN_DTYPE_F32, 4, c, 1, -100);
   nll_case(KILN_DTYPE_F32, 2, d, 1, -100); /* several sum chunks */
   nll_case(KILN_DTYPE_F32, 2, e, 1, -100); /* empty: mean is NaN */
+  const int64_t f[2] = {300, 37};
+  nll_case(KILN_DTYPE_F32, 2, f, 0, -100); /* rows on several threads */
 }
 
 KT_TEST(nll_loss_errors) {
@@ -717,7 +733,8 @@ KT_TEST(sdpa_matches_reference_generic) {
   kiln_nn_force_generic(0);
 }
 /* The automatic primitives (AVX-512 where the CPU has it) give the AVX2 results bit for bit:
- * gemm over edge tiles, strided / transposed A and accumulation; exp_sum's values and max. */
+ * gemm over edge tiles, strided / transposed A and accumulation; exp_sum's values and max; the
+ * softmax and log_softmax backwards. */
 KT_TEST(nn_primitives_match_avx2) {
   kiln_nn_force_generic(2);
   const kiln_nn_ops_t* ref = kiln_nn_ops();
@@ -760,6 +777,17 @@ KT_TEST(nn_primitives_match_avx2) {
     KT_CHECK((isnan(s0) && isnan(s1)) || s0 == s1 || fabsf(s0 - s1) <= 1e-5f * fabsf(s0));
     const float m0 = n > 9 ? ref->max(x + 10, n - 10) : 0, m1 = n > 9 ? got->max(x + 10, n - 10) : 0;
     KT_CHECK(m0 == m1);
+    /* the softmax backwards, every tail length, y over exp's whole range (x) */
+    float g[200];
+    for (int i = 0; i < 200; i++) g[i] = (float)((i * 13 % 17) - 8) / 5.0f;
+    memset(y0, 0, sizeof y0);
+    memset(y1, 0, sizeof y1);
+    ref->log_softmax_bwd(g, x, 0.75f, y0, n);
+    got->log_softmax_bwd(g, x, 0.75f, y1, n);
+    KT_CHECK(memcmp(y0, y1, sizeof y0) == 0);
+    ref->softmax_bwd(g, x, -1.25f, y0, n);
+    got->softmax_bwd(g, x, -1.25f, y1, n);
+    KT_CHECK(memcmp(y0, y1, sizeof y0) == 0);
   }
   /* exp over its whole range: subnormal results (-104 < x < -87.3), the clamps, overflow */
   enum { NS = 4096 };

@@ -156,6 +156,20 @@ kiln_status_t kiln_kernel_nll_loss_backward(const kiln_tensor_t* grad_out,
                                             const kiln_tensor_t* total_weight,
                                             kiln_tensor_t* grad_in);
 
+/* kiln_kernel_softmax_backward(log, class dim) of kiln_kernel_nll_loss_backward's grad_in, in one
+ * pass: with g the row nll_loss_backward would write (zeros, -weight[t] * grad at the target),
+ * grad_in = g - exp(log_probs) * sum(g), the bits of the two kernels in sequence, without the
+ * [N, C] intermediate. log_probs is the log_softmax output, [C] or [N, C] (classes last), f32;
+ * grad_in likewise. Errors: as kiln_kernel_nll_loss_backward, plus INVALID_ARGUMENT for another
+ * rank or dtype. */
+kiln_status_t kiln_kernel_nll_log_softmax_backward(const kiln_tensor_t* grad_out,
+                                                   const kiln_tensor_t* log_probs,
+                                                   const kiln_tensor_t* target,
+                                                   const kiln_tensor_t* weight, int reduction,
+                                                   int64_t ignore_index,
+                                                   const kiln_tensor_t* total_weight,
+                                                   kiln_tensor_t* grad_in);
+
 /* ---- embedding ---------------------------------------------------------------------------- */
 
 /* aten::embedding: out[..., :] = weight[indices[...], :]. weight is [V, D] of any dtype, indices

@@ -1,5 +1,6 @@
 /* nn_avx512.c - AVX-512F versions of the nn primitives that dominate attention: the small GEMM
- * (S = Q K^T, O += P V and the backward products), exp-and-sum and row max. Compiled with
+ * (S = Q K^T, O += P V and the backward products), exp-and-sum and row max; and the softmax
+ * backwards (the cross-entropy backward's pass over the logits). Compiled with
  * -mavx512f -mfma; kiln_nn_ops() puts them over the AVX2 table when the CPU has AVX-512F.
  *
  * Per element they do the same arithmetic as the AVX2 versions (nn_avx2.c), so results are
@@ -78,6 +79,34 @@ float kiln_nn_avx512_exp_sum(const float* x, float shift, float* y, int64_t n) {
     s0 = _mm512_add_ps(s0, e);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+/* gi = g - exp(y) * s (log_softmax's backward; the cross-entropy backward's whole [N, C] pass):
+ * per element the AVX2 kernel's arithmetic (the same exp, one fnmadd), 16 lanes, full vectors
+ * unmasked. gi may alias g. */
+void kiln_nn_avx512_log_softmax_bwd(const float* g, const float* y, float s, float* gi, int64_t n) {
+  const __m512 vs = _mm512_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(gi + i, _mm512_fnmadd_ps(exp512(_mm512_loadu_ps(y + i)), vs, _mm512_loadu_ps(g + i)));
+  if (i < n) {
+    const __mmask16 m = tail16(n - i);
+    _mm512_mask_storeu_ps(gi + i, m, _mm512_fnmadd_ps(exp512(_mm512_maskz_loadu_ps(m, y + i)), vs,
+                                                      _mm512_maskz_loadu_ps(m, g + i)));
+  }
+}
+
+/* gi = y * (g - s) (softmax's backward), the AVX2 kernel's arithmetic in 16 lanes. */
+void kiln_nn_avx512_softmax_bwd(const float* g, const float* y, float s, float* gi, int64_t n) {
+  const __m512 vs = _mm512_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(gi + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), _mm512_sub_ps(_mm512_loadu_ps(g + i), vs)));
+  if (i < n) {
+    const __mmask16 m = tail16(n - i);
+    _mm512_mask_storeu_ps(gi + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i),
+                                                   _mm512_sub_ps(_mm512_maskz_loadu_ps(m, g + i), vs)));
+  }
 }
 
 /* A 6 x 32 tile (rows ar[0..mr), columns masked by m0 / m1): twelve FMA chains over k. */
