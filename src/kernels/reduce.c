@@ -214,6 +214,16 @@ static void run_horizontal(const red_plan_t* pl) {
   }
 }
 
+/* Steps the odometer over reduced dims d0.. (innermost first) by one; *p follows. */
+static void odometer_next(const red_plan_t* pl, int64_t* idx, const char** p, int d0) {
+  for (int d = d0; d < pl->nr; d++) {
+    *p += pl->rxs[d];
+    if (++idx[d] < pl->rshape[d]) return;
+    *p -= idx[d] * pl->rxs[d];
+    idx[d] = 0;
+  }
+}
+
 /* Vertical: one task = up to RED_VBLOCK consecutive outputs along K dim 0 (x stride kxs[0]).
  * vert_rows feeds the reduced rows [r0, r1) (odometer order over R) into st[0..w). */
 static void vert_rows(const red_plan_t* pl, const kiln_red_op_t* op, const char* x, int64_t w,
@@ -250,12 +260,7 @@ static void vert_rows(const red_plan_t* pl, const kiln_red_op_t* op, const char*
       if (idx[0] < pl->rshape[0]) break; /* r == r1 */
       p -= idx[0] * pl->rxs[0];
       idx[0] = 0;
-      for (int d = 1; d < pl->nr; d++) { /* odometer over the outer reduced dims */
-        p += pl->rxs[d];
-        if (++idx[d] < pl->rshape[d]) break;
-        p -= idx[d] * pl->rxs[d];
-        idx[d] = 0;
-      }
+      odometer_next(pl, idx, &p, 1); /* the outer reduced dims */
     }
   } else {
     for (int64_t r = r0; r < r1; r++) {
@@ -271,12 +276,7 @@ static void vert_rows(const red_plan_t* pl, const kiln_red_op_t* op, const char*
       } else {
         kiln_red_vert(op, pl->type, row, w, st);
       }
-      for (int d = 0; d < pl->nr; d++) { /* odometer over R */
-        p += pl->rxs[d];
-        if (++idx[d] < pl->rshape[d]) break;
-        p -= idx[d] * pl->rxs[d];
-        idx[d] = 0;
-      }
+      odometer_next(pl, idx, &p, 0);
     }
   }
   if (dense_sum)
