@@ -185,10 +185,7 @@ typedef struct gemm_ctx {
   kiln_sgemm_ukr_fn ukr;
   kiln_sgemm_ukr_fn ukr2; /* non-NULL: two adjacent B slivers at once (kiln_sgemm_ukr2_avx512) */
   kiln_sgemm_ukr_adirect_fn dukr; /* non-NULL: A is read in place (narrow products), not packed */
-  int dukr2; /* AVX-512: full 8- and 6-row slivers of a row-major A read in place, pair kernels */
-  int prefetch; /* 1: a thread packs the slivers after its own (column ranges, one thread,
-                 * K-parallel slices): while a pair computes, the next pair's source is
-                 * prefetched (groups are single pairs then) */
+  int dukr2; /* AVX-512: full 8-row slivers of a row-major A read in place by the pair kernel */
   int avx2;
   int nthreads;
   int split_n;          /* 0: units are row blocks of C, 1: column ranges of the panel */
@@ -293,33 +290,22 @@ static void block_kernel(gemm_ctx_t* g, float* ap, int64_t* held, int64_t i0, in
     }
     return;
   }
-  if (g->dukr2) { /* A in place: full 8-row slivers, then a 6-row one; the last rows are packed */
+  if (g->dukr2) { /* A in place: full 8-row slivers; the last 1-7 rows are packed */
     const float* a = (const float*)pr->a.p + g->pc;
-    const int64_t full8 = mb / 8 * 8, full = full8 + (mb - full8 >= MR ? MR : 0);
-    if (full < mb) kiln_gemm_pack_a(ap, &pr->a, i0 + full, g->pc, mb - full, kc);
+    const int64_t full8 = mb / 8 * 8;
+    if (full8 < mb) kiln_gemm_pack_a(ap, &pr->a, i0 + full8, g->pc, mb - full8, kc);
     for (int64_t t = 0; t < ns; t += 2) { /* every sliver has its pair (see select_kernels) */
       const int64_t s = s0 + (first - s0 + t) % ns;
       const float* bp = b_sliver(g, s);
       (void)b_sliver(g, s + 1);
       const int64_t j = g->jc + s * NR;
       const int nr = (int)min64(2 * NR, g->jc + g->nc - j);
-      /* the next pair of the panel (this thread's next unit at a range's end), if unpacked:
-       * its source lines come in while this pair computes, a part per 8-row call */
-      const int pf = g->prefetch && s + 2 < g->nslv &&
-                     atomic_load_explicit(&g->ready[(s + 2) / g->grp], memory_order_relaxed) == 0;
-      for (int64_t ir = 0; ir < full8; ir += 8) {
-        if (pf)
-          kiln_gemm_prefetch_b(&pr->b, g->pc, g->jc + (s + 2) * NR, kc, min64(2 * NR, g->nc - (s + 2) * NR),
-                               ir / 8, full8 / 8);
+      for (int64_t ir = 0; ir < full8; ir += 8)
         kiln_sgemm_ukr2_adirect8_avx512(kc, a + (i0 + ir) * pr->a.rs, pr->a.rs, bp,
                                         pr->c + (i0 + ir) * pr->ldc + j, pr->ldc, pr->alpha, beta, nr);
-      }
-      if (full > full8)
-        kiln_sgemm_ukr2_adirect_avx512(kc, a + (i0 + full8) * pr->a.rs, pr->a.rs, bp,
-                                       pr->c + (i0 + full8) * pr->ldc + j, pr->ldc, pr->alpha, beta, nr);
-      if (full < mb) /* a packed edge of 1-5 rows */
-        g->ukr2(kc, ap, bp, pr->c + (i0 + full) * pr->ldc + j, pr->ldc, pr->alpha, beta,
-                (int)(mb - full), nr);
+      for (int64_t ir = full8; ir < mb; ir += MR) /* the packed edge, MR rows per call */
+        g->ukr2(kc, ap + (ir - full8) * kc, bp, pr->c + (i0 + ir) * pr->ldc + j, pr->ldc, pr->alpha, beta,
+                (int)min64(MR, mb - ir), nr);
       if (last) epi_add(pr, &run, i0, mb, j, nr);
     }
     epi_flush(pr, &run, i0, mb);
@@ -366,7 +352,7 @@ static void select_kernels(gemm_ctx_t* g, const kiln_sgemm_problem_t* pr, int av
                 ? kiln_sgemm_ukr_adirect_avx2
                 : NULL;
   /* On AVX-512 a row-major f32 A is read in place, 8 rows per pair-kernel call (the same bits as
-   * packing it; a last 1-7 rows go through a 6-row call and/or a packed edge), when every
+   * packing it; a last 1-7 rows are packed), when every
    * sliver has its pair (an even count: ranges and sweeps start at even slivers). 2 threads:
    * 128 x 384 x 128 48 -> 45 us, 1024 x 128 x 384 340 -> 294 us, 128 x 128 x 384 (K-parallel)
    * 55 -> 49 us, against packing A with 6-row slivers. A column-major A (a weight gradient's
@@ -523,8 +509,7 @@ static kiln_status_t kpar_run(const kiln_sgemm_problem_t* pr, int64_t T, int avx
   g->jc = 0;
   g->nc = pr->n;
   g->nslv = ceil_div(pr->n, NR);
-  g->prefetch = g->dukr2; /* each slice's thread packs all of its B */
-  g->grp = g->prefetch ? 2 : B_GROUP;
+  g->grp = B_GROUP;
   g->ngrp = ceil_div(g->nslv, g->grp);
   g->a_stride = round_up(min64(round_up(pr->m, MR), MC) * kc_max, 16);
   k.per_thread = round_up(kc_max * nc + g->a_stride + round_up(g->ngrp, 16), 16);
@@ -673,10 +658,9 @@ kiln_status_t kiln_sgemm_run(const kiln_sgemm_problem_t* pr) {
   g.pr = pr;
   select_kernels(&g, pr, avx2);
   /* Row blocks: groups small enough that threads starting apart rarely meet. Column ranges
-   * (each thread packs into its own block) and prefetching: single sliver pairs, which never
-   * straddle two ranges (ranges start at even slivers). */
-  g.prefetch = g.dukr2 && (g.split_n || T == 1);
-  g.grp = g.split_n || g.prefetch ? 2 : T > 1 ? min64(B_GROUP, ceil_div(nslv_max, 2 * T)) : B_GROUP;
+   * (each thread packs into its own block): single sliver pairs, which never straddle two
+   * ranges (ranges start at even slivers). */
+  g.grp = g.split_n ? 2 : T > 1 ? min64(B_GROUP, ceil_div(nslv_max, 2 * T)) : B_GROUP;
   const int64_t a_stride = round_up(rows_max * kc_max, 16);
   const int64_t nflags = ceil_div(nslv_max, g.grp);
   const int64_t b_floats = g.split_n ? 0 : kc_max * nc_max;

@@ -85,12 +85,8 @@ void kiln_sgemm_ukr_avx512(int64_t kc, const float* a, const float* b, float* c,
  * arithmetic never depends on the thread count. Fewer loads per FMA. */
 void kiln_sgemm_ukr2_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                             float alpha, float beta, int mr, int nr);
-/* kiln_sgemm_ukr2_avx512 on six full rows of a row-major f32 A read in place (A(r, p) =
- * a[r*lda + p], r < 6): the same bits as packing them first. */
-void kiln_sgemm_ukr2_adirect_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
-                                    float* c, int64_t ldc, float alpha, float beta, int nr);
-/* The same on eight full rows (A(r, p) = a[r*lda + p], r < 8): sixteen accumulators, the same
- * bits per output as the 6-row and packed kernels. */
+/* kiln_sgemm_ukr2_avx512 on eight full rows of a row-major f32 A read in place (A(r, p) =
+ * a[r*lda + p], r < 8): sixteen accumulators, the same bits per output as packing them first. */
 void kiln_sgemm_ukr2_adirect8_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
                                      float* c, int64_t ldc, float alpha, float beta, int nr);
 
@@ -114,11 +110,6 @@ void kiln_sgemm_ukr_strided_generic(int64_t k, const float* a, int64_t rs_a, int
 /* Packs rows [i0, i0+mc) x cols [p0, p0+kc) of `a` into ceil(mc/MR) slivers (each MR*kc). */
 void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t p0, int64_t mc,
                       int64_t kc);
-/* Prefetches into L2 part `part` of `nparts` of the f32 source lines kiln_gemm_pack_b(b, p0, j0,
- * kc, nc) will read (other dtypes: nothing), so a pack that follows some compute finds them
- * there instead of waiting on memory one sliver at a time. Reads nothing, never faults. */
-void kiln_gemm_prefetch_b(const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
-                          int64_t part, int64_t nparts);
 /* Packs rows [p0, p0+kc) x cols [j0, j0+nc) of `b` into ceil(nc/NR) slivers (each kc*NR);
  * avx2 != 0 allows the AVX2 transposing path. */
 void kiln_gemm_pack_b(float* dst, const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc,

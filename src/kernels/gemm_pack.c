@@ -93,34 +93,6 @@ void kiln_gemm_pack_a(float* dst, const kiln_gemm_src_t* a, int64_t i0, int64_t 
   }
 }
 
-/* Prefetches the n floats from `row` into L2 (one hint per 64-byte line). */
-static void prefetch_run(const float* row, int64_t n) {
-  const char* c = (const char*)row;
-  const char* e = (const char*)(row + n);
-  for (c = (const char*)((uintptr_t)c & ~(uintptr_t)63); c < e; c += 64) __builtin_prefetch(c, 0, 2);
-}
-
-void kiln_gemm_prefetch_b(const kiln_gemm_src_t* b, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
-                          int64_t part, int64_t nparts) {
-  if (b->dtype != KILN_DTYPE_F32 || nparts <= 0 || part < 0 || part >= nparts) return;
-  if (b->nblk > 0 || b->rs == 1) { /* columns are contiguous runs along k */
-    int s = 0;
-    int64_t lo = 0;
-    for (int64_t j = j0 + part * nc / nparts; j < j0 + (part + 1) * nc / nparts; j++) {
-      if (b->nblk > 0) {
-        while (s < b->nblk - 1 && j >= lo + b->blk[s].n) lo += b->blk[s++].n;
-        if (j >= lo + b->blk[s].n) return;
-        prefetch_run(b->blk[s].w + (j - lo) * b->blk[s].ld + p0, kc);
-      } else {
-        prefetch_run((const float*)src_at(b, p0, j), kc);
-      }
-    }
-  } else if (b->cs == 1) { /* rows are contiguous runs along n */
-    for (int64_t p = p0 + part * kc / nparts; p < p0 + (part + 1) * kc / nparts; p++)
-      prefetch_run((const float*)src_at(b, p, j0), nc);
-  }
-}
-
 #define PACK_B_GROUP 16 /* slivers per row sweep: 1 KB contiguous reads, 16 write streams */
 
 /* kiln_gemm_pack_b of a B stacked from weight blocks (b->nblk > 0): runs of whole slivers inside

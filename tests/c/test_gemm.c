@@ -505,7 +505,7 @@ KT_TEST(sgemm_wcat_matches_concatenated_weights) {
 }
 
 /* On AVX-512 a row-major A is read in place, 8 rows per call (kiln_sgemm_ukr2_adirect8_avx512),
- * then a 6-row call (kiln_sgemm_ukr2_adirect_avx512) and a packed edge: the bits of packing A,
+ * then a packed edge of 1-7 rows: the bits of packing A,
  * with padded leading dimensions, remainders of 2, 4, 6 and 7 rows, column ranges, row blocks,
  * K slices and K-parallel partials, a partial last sliver pair, beta and an epilogue; odd
  * sliver counts and a transposed A (A^T B, a weight gradient's layout) keep packing. */
