@@ -27,8 +27,23 @@
  *   void* ins[3] = {xdata, wdata, bdata}; void* outs[1] = {ydata};
  *   KILN_RETURN_IF_ERROR(kiln_exec_run(e, 3, ins, 1, outs));
  *
- * Thread safety: a graph must not be used from two threads at once. Runs of one exec must not
- * overlap (a run binds the exec's descriptors to its buffers); different execs are independent.
+ * Thread safety:
+ *   - kiln_graph_t (the builder) is single-threaded: no two calls on one graph at once (reads
+ *     like kiln_graph_compile / kiln_graph_dump may overlap each other, not a builder call).
+ *     Different graphs are independent.
+ *   - kiln_exec_t may be run from any number of threads at once: kiln_exec_run,
+ *     kiln_exec_run_workspace and the queries (kiln_exec_stats, _info, _num_*, _workspace_size,
+ *     kiln_exec_dump*, kiln_exec_save*) only read it; each run binds its buffers in a run
+ *     context of its own, taken from the exec's free list (grown when runs overlap, so at most
+ *     one context per run in flight; steady-state runs never allocate). Overlapping runs share
+ *     the CPU thread pool: one of them gets the pool's workers, the others run their parallel
+ *     jobs on their own thread (correct, not faster). Runs on one exec must use distinct output
+ *     buffers and workspaces; inputs may be shared (they are only read).
+ *   - kiln_exec_set_profiling may be called while runs are in flight (counters are atomic; a
+ *     total read during runs is a snapshot).
+ *   - kiln_exec_destroy must not overlap anything else on the exec: every run has returned.
+ *   - The allocator passed at graph creation is called by the exec from the running threads
+ *     (a new run context, a context's own arena): it must be thread-safe if runs overlap.
  */
 #ifndef KILN_GRAPH_H
 #define KILN_GRAPH_H
@@ -340,24 +355,29 @@ enum {
 };
 
 /* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs
- * the passes, plans memory (one arena for all intermediates) and allocates the interpreter
- * scratch; the arena itself is bound per run (kiln_exec_run_workspace). The graph must have at
+ * the passes, plans memory (one arena for all intermediates) and allocates the first run
+ * context (interpreter scratch; runs that overlap it get more); the arena itself is bound per
+ * run (kiln_exec_run_workspace). The graph must have at
  * least one output. The caller owns *out (kiln_exec_destroy). Errors: INVALID_ARGUMENT (no
  * outputs, NULL argument), OUT_OF_MEMORY. */
 kiln_status_t kiln_graph_compile(const kiln_graph_t* g, kiln_exec_t** out);
 /* kiln_graph_compile with KILN_COMPILE_* flags (0 = everything on). Errors: kiln_graph_compile's,
  * INVALID_ARGUMENT for a bit outside KILN_COMPILE_ALL_FLAGS. */
 kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_t** out);
-/* Frees an exec (arena, scratch, constants). NULL is a no-op. */
+/* Frees an exec (run contexts with their arenas and scratch, constants). NULL is a no-op. No
+ * run of e may be in flight. */
 void kiln_exec_destroy(kiln_exec_t* e);
 
 /* Runs the program. inputs[i] is a contiguous host buffer of input i's declared shape and dtype
  * (borrowed, only read); outputs[k] a caller-allocated contiguous buffer for output k, fully
  * written (also when the output is a view of an input or a constant). Buffers must not overlap
- * each other. The first call allocates the exec's own arena (kiln_exec_workspace_size bytes,
- * kept until kiln_exec_destroy); after that no allocation and no locking on this path beyond
- * what the kernels do themselves. Errors: INVALID_ARGUMENT (wrong counts, NULL buffer with
- * elements), OUT_OF_MEMORY (the first call's arena), then the first kernel
+ * each other, nor those of a concurrent run of e. Safe to call from several threads at once
+ * (see "Thread safety" above). The intermediates go to the arena of the run context the call
+ * takes (kiln_exec_workspace_size bytes, allocated by the first kiln_exec_run on that context,
+ * kept until kiln_exec_destroy); after that no allocation, and no locking beyond a spinlock held
+ * for the context's pop and push and what the kernels do themselves. Errors: INVALID_ARGUMENT
+ * (wrong counts, NULL buffer with elements), OUT_OF_MEMORY (a new context or its arena), then
+ * the first kernel
  * error (e.g. OUT_OF_RANGE for an embedding index) with its message; outputs are then
  * unspecified. */
 kiln_status_t kiln_exec_run(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
@@ -372,8 +392,9 @@ int64_t kiln_exec_workspace_size(const kiln_exec_t* e);
  * do not matter and are garbage afterwards). A framework allocates it from its device allocator
  * per call, so a program holds no memory between runs and the allocator's statistics see the
  * intermediates. An exec only ever run this way never allocates its own arena. Workspace may be
- * NULL when the size is 0. Errors: kiln_exec_run's, and INVALID_ARGUMENT for a missing, small
- * or misaligned workspace. */
+ * NULL when the size is 0. Concurrent runs of one exec need distinct workspaces; a workspace
+ * may be reused (or freed) as soon as the call returns. Errors: kiln_exec_run's, and
+ * INVALID_ARGUMENT for a missing, small or misaligned workspace. */
 kiln_status_t kiln_exec_run_workspace(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
                                       void* const* outputs, void* workspace,
                                       int64_t workspace_bytes);
@@ -398,7 +419,8 @@ typedef struct kiln_exec_stats {
   int64_t n_inplace;           /* results written into a dead input's buffer */
   int64_t n_output_copies;     /* outputs that need a copy (views, inputs, constants) */
   int64_t constant_bytes;      /* constant data held by the exec */
-  int64_t scratch_bytes;       /* interpreter scratch (all threads) */
+  int64_t scratch_bytes;       /* interpreter scratch of one run (all pool threads); one such
+                                * block per run context, i.e. per run in flight */
   int64_t n_cats_elided;       /* cats whose inputs were computed straight into the result */
   int64_t n_sibling_merges;    /* independent groups sharing an input merged into one */
   int64_t n_gemms_merged;      /* matmuls merged into wider ones (horizontal fusion) */
@@ -445,10 +467,14 @@ kiln_status_t kiln_exec_dump(const kiln_exec_t* e, int stage, char* buf, size_t 
  * fused groups colored, edges between steps. Same buffer convention. */
 kiln_status_t kiln_exec_dump_svg(const kiln_exec_t* e, char* buf, size_t cap, size_t* needed);
 
-/* Per-step timing. on != 0 allocates zeroed counters (replacing any earlier ones); on == 0 frees
- * them. While on, every kiln_exec_run adds each step's wall time (ns) and counts the run;
+/* Per-step timing. on != 0 zeroes the counters and starts counting (the first call allocates
+ * them; they stay with the exec until kiln_exec_destroy); on == 0 stops counting. While on,
+ * every run adds each step's wall time (ns) and counts the run (atomically: concurrent runs
+ * each add their own times, so a step's total is summed thread time, not wall time);
  * kiln_exec_dump(e, KILN_DUMP_PROFILE, ...) prints the totals per op kind and per step, slowest
- * first. Costs two clock reads per step. Errors: INVALID_ARGUMENT (NULL e), OUT_OF_MEMORY. */
+ * first. Costs two clock reads per step. May be called while runs are in flight: a run counts
+ * all its steps or none, as profiling was on or off when it started. Errors: INVALID_ARGUMENT
+ * (NULL e), OUT_OF_MEMORY. */
 kiln_status_t kiln_exec_set_profiling(kiln_exec_t* e, int on);
 
 /* ==== serialization (.kiln artifacts) ======================================================= */

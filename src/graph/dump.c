@@ -331,12 +331,14 @@ static int prof_cmp(const void* a, const void* b) {
 
 /* Per-step times, slowest first, and totals per op kind. */
 static kiln_status_t dump_profile(sink_t* s, const kiln_exec_t* e) {
-  if (!e->prof_ns) {
+  if (!atomic_load(&e->prof_on) || !e->prof_ns) {
     sp(s, "profile: off (kiln_exec_set_profiling)\n");
     return KILN_OK;
   }
   const kiln_graph_t* g = e->wg;
-  int64_t runs = e->prof_runs > 0 ? e->prof_runs : 1, total = 0;
+  /* runs in flight may be adding to the counters: the totals are a snapshot, not atomic as a whole */
+  const int64_t n_runs = atomic_load_explicit(&e->prof_runs, memory_order_relaxed);
+  int64_t runs = n_runs > 0 ? n_runs : 1, total = 0;
   prof_row* rows = kiln_allocator_alloc(&e->alloc, (size_t)e->n_steps * sizeof(prof_row), 64);
   if (!rows) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_dump: out of memory");
   enum { MAX_KINDS = 96 };
@@ -344,9 +346,9 @@ static kiln_status_t dump_profile(sink_t* s, const kiln_exec_t* e) {
   int64_t kind_ns[MAX_KINDS], kind_n[MAX_KINDS];
   int n_kinds = 0;
   for (int i = 0; i < e->n_steps; i++) {
-    rows[i].ns = e->prof_ns[i];
+    rows[i].ns = atomic_load_explicit(&e->prof_ns[i], memory_order_relaxed);
     rows[i].step = i;
-    total += e->prof_ns[i];
+    total += rows[i].ns;
     char k[48];
     const gx_step* st = &e->steps[i];
     if (st->kind == GX_STEP_COPY) {
@@ -366,11 +368,11 @@ static kiln_status_t dump_profile(sink_t* s, const kiln_exec_t* e) {
         kind_ns[j] = kind_n[j] = 0;
       }
     }
-    kind_ns[j] += e->prof_ns[i];
+    kind_ns[j] += rows[i].ns;
     kind_n[j]++;
   }
   double tot = total > 0 ? (double)total : 1.0;
-  sp(s, "profile: %lld runs, %.3f ms per run in %d steps\n", (long long)e->prof_runs,
+  sp(s, "profile: %lld runs, %.3f ms per run in %d steps\n", (long long)n_runs,
      (double)total / (double)runs * 1e-6, e->n_steps);
   sp(s, "by op kind (ms per run, share, steps):\n");
   prof_row* kr = kiln_allocator_alloc(&e->alloc, (size_t)(n_kinds ? n_kinds : 1) * sizeof(prof_row),

@@ -249,12 +249,11 @@ void kiln_exec_destroy(kiln_exec_t* e) {
   gx_free(&a, e->st_cls);
   gx_free(&a, e->st_idx);
   gx_free(&a, e->v_used);
+  gx_run_free_all(e);
   gx_free(&a, e->vt);
   gx_free(&a, e->out_t);
   gx_free(&a, e->bufs);
-  gx_free(&a, e->arena);
   gx_free(&a, e->arena_off);
-  gx_free(&a, e->scratch);
   gx_free(&a, e->prof_ns);
   gx_free(&a, e);
 }
@@ -273,7 +272,9 @@ kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_
   memset(e, 0, sizeof(*e));
   e->alloc = g->alloc;
   e->flags = flags;
-  atomic_init(&e->err, 0);
+  atomic_flag_clear(&e->run_lock);
+  atomic_init(&e->prof_runs, 0);
+  atomic_init(&e->prof_on, 0);
   kiln_status_t st = gx_graph_copy(g, 0, &e->src);
   if (st == KILN_OK) st = gx_graph_copy(e->src, 1, &e->wg);
   if (st != KILN_OK) {
@@ -301,6 +302,11 @@ kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_CAT_ELISION)) st = gx_pass_cat(e);
   if (st == KILN_OK && !(flags & KILN_COMPILE_NO_FUSION)) st = gx_pass_fusion(e);
   if (st == KILN_OK) st = gx_plan(e);
+  if (st == KILN_OK) { /* the first run context: a single-threaded caller never makes another */
+    gx_run* r = gx_run_acquire(e);
+    if (r) gx_run_release(e, r);
+    else st = KILN_ERROR_OUT_OF_MEMORY;
+  }
   if (st != KILN_OK) {
     kiln_exec_destroy(e);
     return st;
@@ -321,20 +327,21 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static kiln_status_t run_step(kiln_exec_t* e, const gx_step* s) {
+static kiln_status_t run_step(gx_run* r, const gx_step* s) {
+  const kiln_exec_t* e = r->e;
   const kiln_graph_t* g = e->wg;
-  if (s->kind == GX_STEP_COPY) return kiln_kernel_copy(&e->vt[s->src], &e->out_t[s->out]);
+  if (s->kind == GX_STEP_COPY) return kiln_kernel_copy(&r->vt[s->src], &r->out_t[s->out]);
   const gx_node* n = &g->nodes[s->node];
-  if (n->op == GX_OP_FUSED) return gx_run_group(e, &e->groups[n->aux]);
+  if (n->op == GX_OP_FUSED) return gx_run_group(r, &e->groups[n->aux]);
   kiln_tensor_t* in[64];
   kiln_tensor_t* out[GX_MAX_OUT] = {NULL, NULL, NULL};
   int n_in = n->n_in;
   if (n_in > 64) { /* only cat takes this many inputs: copy each into its slice */
-    const kiln_tensor_t* o = &e->vt[n->out[0]];
+    const kiln_tensor_t* o = &r->vt[n->out[0]];
     int d = (int)n->i[0];
     int64_t off = 0, es = (int64_t)kiln_dtype_size(o->dtype);
     for (int k = 0; k < n_in; k++) {
-      const kiln_tensor_t* src = &e->vt[n->in[k]];
+      const kiln_tensor_t* src = &r->vt[n->in[k]];
       kiln_tensor_t dst = *o;
       dst.shape[d] = src->shape[d];
       if (dst.shape[d] == 0) continue;
@@ -344,33 +351,101 @@ static kiln_status_t run_step(kiln_exec_t* e, const gx_step* s) {
     }
     return KILN_OK;
   }
-  for (int k = 0; k < n_in; k++) in[k] = n->in[k] >= 0 ? &e->vt[n->in[k]] : NULL;
+  for (int k = 0; k < n_in; k++) in[k] = n->in[k] >= 0 ? &r->vt[n->in[k]] : NULL;
   for (int k = 0; k < n->n_out; k++)
-    out[k] = n->out[k] >= 0 && e->v_used[n->out[k]] ? &e->vt[n->out[k]] : NULL;
+    out[k] = n->out[k] >= 0 && e->v_used[n->out[k]] ? &r->vt[n->out[k]] : NULL;
   return gx_run_node(g, n, in, out);
 }
 
 /* Step i, or the tile chain it heads. */
-static kiln_status_t run_steps(kiln_exec_t* e, int i) {
+static kiln_status_t run_steps(gx_run* r, int i) {
+  const kiln_exec_t* e = r->e;
   const gx_step* s = &e->steps[i];
-  if (s->chain <= 1) return run_step(e, s);
+  if (s->chain <= 1) return run_step(r, s);
   const gx_group* grs[GX_CHAIN_MAX];
   for (int k = 0; k < s->chain; k++) grs[k] = &e->groups[e->wg->nodes[e->steps[i + k].node].aux];
-  return gx_run_chain(e, grs, s->chain, s->chain_rows);
+  return gx_run_chain(r, grs, s->chain, s->chain_rows);
 }
 
 int64_t kiln_exec_workspace_size(const kiln_exec_t* e) { return e ? e->arena_bytes : 0; }
 
+/* The checks of a run's arguments: they read only the exec. */
+static kiln_status_t check_args(const kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
+                                void* const* outputs) {
+  const kiln_graph_t* g = e->wg;
+  if (n_in != g->n_inputs)
+    return BADARG("kiln_exec_run: %d inputs given, the program takes %d", n_in, g->n_inputs);
+  if (n_out != g->n_outputs)
+    return BADARG("kiln_exec_run: %d outputs given, the program has %d", n_out, g->n_outputs);
+  if ((n_in && !inputs) || (n_out && !outputs)) return BADARG("kiln_exec_run: NULL buffer list");
+  for (int i = 0; i < n_in; i++)
+    if (!inputs[i] && g->values[g->inputs[i]].numel > 0)
+      return BADARG("kiln_exec_run: input %d is NULL", i);
+  for (int k = 0; k < n_out; k++)
+    if (!outputs[k] && g->values[g->outputs[k]].numel > 0)
+      return BADARG("kiln_exec_run: output %d is NULL", k);
+  return KILN_OK;
+}
+
+/* Binds r's descriptors to this run's buffers and runs every step. */
+static kiln_status_t run_on(kiln_exec_t* e, gx_run* r, void* const* inputs, void* const* outputs,
+                            char* workspace) {
+  const kiln_graph_t* g = e->wg;
+  for (int k = 0; k < g->n_outputs; k++) r->out_t[k].data = outputs[k];
+  /* values living in inputs / outputs, and arena values when the workspace moved since this
+   * context's last run */
+  char* arena = e->arena_bytes > 0 ? workspace : NULL;
+  int rebind = arena != r->bound_arena;
+  r->bound_arena = arena;
+  for (int v = 0; v < g->n_values; v++) {
+    if (!e->v_used[v]) continue;
+    const gx_value* val = &g->values[v];
+    int root = val->root;
+    int cls = e->st_cls[root];
+    if (cls == GX_ST_ARENA) {
+      if (rebind && arena) r->vt[v].data = arena + e->arena_off[v];
+      continue;
+    }
+    if (cls != GX_ST_INPUT && cls != GX_ST_OUTPUT) continue;
+    char* base = cls == GX_ST_INPUT ? (char*)inputs[e->st_idx[root]] : (char*)outputs[e->st_idx[root]];
+    r->vt[v].data = base ? base + val->offset * (int64_t)kiln_dtype_size((kiln_dtype_t)val->dtype)
+                         : NULL;
+  }
+  /* read once: a run started while profiling is on counts all its steps */
+  atomic_llong* prof = atomic_load_explicit(&e->prof_on, memory_order_acquire) ? e->prof_ns : NULL;
+  if (!prof) {
+    for (int i = 0; i < e->n_steps; i++)
+      if (e->steps[i].chain) KILN_RETURN_IF_ERROR(run_steps(r, i));
+    return KILN_OK;
+  }
+  for (int i = 0; i < e->n_steps; i++) {
+    if (!e->steps[i].chain) continue;
+    int64_t t0 = now_ns();
+    KILN_RETURN_IF_ERROR(run_steps(r, i));
+    /* a chain's time goes to its first step */
+    atomic_fetch_add_explicit(&prof[i], now_ns() - t0, memory_order_relaxed);
+  }
+  atomic_fetch_add_explicit(&e->prof_runs, 1, memory_order_relaxed);
+  return KILN_OK;
+}
+
 kiln_status_t kiln_exec_run(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
                             void* const* outputs) {
   if (!e) return BADARG("kiln_exec_run: NULL exec");
-  if (e->arena_bytes > 0 && !e->arena) {
-    e->arena = kiln_allocator_alloc(&e->alloc, (size_t)e->arena_bytes, GX_ALIGN);
-    if (!e->arena)
+  KILN_RETURN_IF_ERROR(check_args(e, n_in, inputs, n_out, outputs));
+  gx_run* r = gx_run_acquire(e);
+  if (!r) return KILN_ERROR_OUT_OF_MEMORY;
+  if (e->arena_bytes > 0 && !r->own_arena) { /* this context's own arena, kept with it */
+    r->own_arena = kiln_allocator_alloc(&e->alloc, (size_t)e->arena_bytes, GX_ALIGN);
+    if (!r->own_arena) {
+      gx_run_release(e, r);
       return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_run: cannot allocate a %lld-byte arena",
                         (long long)e->arena_bytes);
+    }
   }
-  return kiln_exec_run_workspace(e, n_in, inputs, n_out, outputs, e->arena, e->arena_bytes);
+  kiln_status_t st = run_on(e, r, inputs, outputs, r->own_arena);
+  gx_run_release(e, r);
+  return st;
 }
 
 kiln_status_t kiln_exec_run_workspace(kiln_exec_t* e, int n_in, void* const* inputs, int n_out,
@@ -384,65 +459,35 @@ kiln_status_t kiln_exec_run_workspace(kiln_exec_t* e, int n_in, void* const* inp
     if (((uintptr_t)workspace & (GX_ALIGN - 1)) != 0)
       return BADARG("kiln_exec_run: the workspace is not %d-byte aligned", GX_ALIGN);
   }
-  const kiln_graph_t* g = e->wg;
-  if (n_in != g->n_inputs)
-    return BADARG("kiln_exec_run: %d inputs given, the program takes %d", n_in, g->n_inputs);
-  if (n_out != g->n_outputs)
-    return BADARG("kiln_exec_run: %d outputs given, the program has %d", n_out, g->n_outputs);
-  if ((n_in && !inputs) || (n_out && !outputs)) return BADARG("kiln_exec_run: NULL buffer list");
-  for (int i = 0; i < n_in; i++)
-    if (!inputs[i] && g->values[g->inputs[i]].numel > 0)
-      return BADARG("kiln_exec_run: input %d is NULL", i);
-  for (int k = 0; k < n_out; k++) {
-    if (!outputs[k] && g->values[g->outputs[k]].numel > 0)
-      return BADARG("kiln_exec_run: output %d is NULL", k);
-    e->out_t[k].data = outputs[k];
-  }
-  /* bind caller buffers: values living in inputs / outputs, and arena values when the
-   * workspace moved since the last run */
-  char* arena = e->arena_bytes > 0 ? (char*)workspace : NULL;
-  int rebind = arena != e->bound_arena;
-  e->bound_arena = arena;
-  for (int v = 0; v < g->n_values; v++) {
-    if (!e->v_used[v]) continue;
-    const gx_value* val = &g->values[v];
-    int r = val->root;
-    int cls = e->st_cls[r];
-    if (cls == GX_ST_ARENA) {
-      if (rebind && arena) e->vt[v].data = arena + e->arena_off[v];
-      continue;
-    }
-    if (cls != GX_ST_INPUT && cls != GX_ST_OUTPUT) continue;
-    char* base = cls == GX_ST_INPUT ? (char*)inputs[e->st_idx[r]] : (char*)outputs[e->st_idx[r]];
-    e->vt[v].data = base ? base + val->offset * (int64_t)kiln_dtype_size((kiln_dtype_t)val->dtype)
-                         : NULL;
-  }
-  if (!e->prof_ns) {
-    for (int i = 0; i < e->n_steps; i++)
-      if (e->steps[i].chain) KILN_RETURN_IF_ERROR(run_steps(e, i));
-    return KILN_OK;
-  }
-  for (int i = 0; i < e->n_steps; i++) {
-    if (!e->steps[i].chain) continue;
-    int64_t t0 = now_ns();
-    KILN_RETURN_IF_ERROR(run_steps(e, i));
-    e->prof_ns[i] += now_ns() - t0; /* a chain's time goes to its first step */
-  }
-  e->prof_runs++;
-  return KILN_OK;
+  KILN_RETURN_IF_ERROR(check_args(e, n_in, inputs, n_out, outputs));
+  gx_run* r = gx_run_acquire(e);
+  if (!r) return KILN_ERROR_OUT_OF_MEMORY;
+  kiln_status_t st = run_on(e, r, inputs, outputs, (char*)workspace);
+  gx_run_release(e, r);
+  return st;
 }
 
 kiln_status_t kiln_exec_set_profiling(kiln_exec_t* e, int on) {
   if (!e) return BADARG("kiln_exec_set_profiling: NULL exec");
-  gx_free(&e->alloc, e->prof_ns);
-  e->prof_ns = NULL;
-  e->prof_runs = 0;
-  if (!on || e->n_steps == 0) return KILN_OK;
-  size_t bytes = (size_t)e->n_steps * sizeof(int64_t);
-  e->prof_ns = kiln_allocator_alloc(&e->alloc, bytes, GX_ALIGN);
-  if (!e->prof_ns)
-    return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_set_profiling: out of memory");
-  memset(e->prof_ns, 0, bytes);
+  if (!on || e->n_steps == 0) {
+    atomic_store_explicit(&e->prof_on, 0, memory_order_release);
+    return KILN_OK;
+  }
+  /* the counters are allocated once and kept (a run in flight may still add to them) */
+  gx_exec_lock(e);
+  if (!e->prof_ns) {
+    atomic_llong* p = kiln_allocator_alloc(&e->alloc, (size_t)e->n_steps * sizeof(atomic_llong), GX_ALIGN);
+    if (!p) {
+      gx_exec_unlock(e);
+      return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_set_profiling: out of memory");
+    }
+    for (int i = 0; i < e->n_steps; i++) atomic_init(&p[i], 0);
+    e->prof_ns = p;
+  }
+  for (int i = 0; i < e->n_steps; i++) atomic_store_explicit(&e->prof_ns[i], 0, memory_order_relaxed);
+  atomic_store_explicit(&e->prof_runs, 0, memory_order_relaxed);
+  atomic_store_explicit(&e->prof_on, 1, memory_order_release);
+  gx_exec_unlock(e);
   return KILN_OK;
 }
 

@@ -266,6 +266,20 @@ typedef struct gx_buffer {
   int n_shared;   /* values sharing it through in-place reuse */
 } gx_buffer;
 
+/* The mutable state of one run (runctx.c): the exec itself is read only while it runs, so any
+ * number of threads may run it at once, each on a context of its own. */
+typedef struct gx_run {
+  struct gx_run* next;  /* the exec's free list */
+  const kiln_exec_t* e;
+  kiln_tensor_t* vt;    /* per-value descriptors: the exec's, data bound to this run's buffers */
+  kiln_tensor_t* out_t; /* per-output contiguous descriptors (data = the caller's buffer) */
+  char* bound_arena;    /* the arena the arena values of vt point into (NULL = none yet) */
+  char* own_arena;      /* kiln_exec_run's arena on this context, allocated on first use */
+  char* scratch;        /* interpreter scratch: e->n_threads blocks of e->scratch_per_thread */
+  atomic_int err;       /* first error raised inside a parallel interpreter job of this run */
+  char err_msg[512];
+} gx_run;
+
 struct kiln_exec {
   kiln_allocator_t alloc;
   int flags;
@@ -281,24 +295,24 @@ struct kiln_exec {
   int* st_cls;
   int* st_idx;
   int* v_used;       /* 1 if a step reads or writes the value */
-  kiln_tensor_t* vt; /* per-value descriptors; data resolved at the start of each run */
-  kiln_tensor_t* out_t; /* per-output contiguous descriptors (data = caller's buffer) */
+  kiln_tensor_t* vt; /* per-value descriptors as planned (constants bound, the rest unbound);
+                      * each run context starts from a copy */
+  kiln_tensor_t* out_t; /* per-output contiguous descriptors (data unbound), likewise */
   gx_buffer* bufs;
   int n_bufs;
-  char* arena;         /* the exec's own arena (first kiln_exec_run), NULL until then */
   int64_t arena_bytes; /* bytes of intermediates per run (kiln_exec_workspace_size) */
   int64_t* arena_off;  /* per arena value: byte offset of its data in the arena */
-  char* bound_arena;   /* the arena the descriptors in vt point into (NULL = none yet) */
-  char* scratch;
   int64_t scratch_per_thread;
   int n_threads;
   kiln_exec_stats_t stats;
-  /* per-step wall time (ns, summed over runs) while profiling is on (kiln_exec_set_profiling) */
-  int64_t* prof_ns;
-  int64_t prof_runs;
-  /* first error raised inside a parallel interpreter job */
-  atomic_int err;
-  char err_msg[512];
+  /* run contexts not in use (runctx.c), guarded by run_lock; grown when runs overlap */
+  atomic_flag run_lock;
+  gx_run* free_runs;
+  /* per-step wall time (ns, summed over runs) while prof_on (kiln_exec_set_profiling); allocated
+   * by the first enable, kept until destroy so runs in flight never see it freed */
+  atomic_llong* prof_ns;
+  atomic_llong prof_runs;
+  atomic_int prof_on;
 };
 
 /* ---- passes (passes.c, fusion.c, plan.c) ---------------------------------------------------- */
@@ -342,11 +356,20 @@ kiln_status_t gx_run_node(const kiln_graph_t* g, const gx_node* n, kiln_tensor_t
                           kiln_tensor_t* const* outs);
 /* 1 if output slot k of op may be skipped (NULL) by its kernel. */
 int gx_out_optional(int op, int slot);
-kiln_status_t gx_run_group(kiln_exec_t* e, const gx_group* grp);
+/* Run contexts (runctx.c). gx_run_acquire takes a free context or makes one (NULL with an
+ * OUT_OF_MEMORY status set); gx_run_release gives it back; gx_run_free_all frees the free list
+ * (destroy: no run may be in flight). */
+gx_run* gx_run_acquire(kiln_exec_t* e);
+void gx_run_release(kiln_exec_t* e, gx_run* r);
+void gx_run_free_all(kiln_exec_t* e);
+/* Takes / drops the exec's run_lock (a spinlock over a few pointer moves). */
+void gx_exec_lock(kiln_exec_t* e);
+void gx_exec_unlock(kiln_exec_t* e);
+kiln_status_t gx_run_group(gx_run* r, const gx_group* grp);
 #define GX_CHAIN_MAX 8 /* groups in one tile chain */
 /* Runs n groups (a tile chain, plan.c: tile_dim 0, the same number of rows R, chunks >= rows)
  * row tile by row tile: every group's part for rows [r, r + rows) before the next tile's. */
-kiln_status_t gx_run_chain(kiln_exec_t* e, const gx_group* const* grs, int n, int64_t rows);
+kiln_status_t gx_run_chain(gx_run* r, const gx_group* const* grs, int n, int64_t rows);
 /* Builds the tiling of a group after its operands are known (interp.c). */
 void gx_group_tiling(gx_group* grp);
 /* Decides whether a tiled group takes the direct path and fills each instruction's kernel

@@ -6,7 +6,7 @@
  * every operand can describe with its own strides, so each instruction of the register program
  * is ONE call of the regular elementwise kernel (kiln_kernel_unary_ex / binary / ternary / copy)
  * on tile-sized descriptors: internal results live in per-thread registers (tile buffers in the
- * exec's scratch, in the node's own dtype, so results are bit-identical to running the nodes one
+ * run context's scratch, runctx.c, in the node's own dtype, so results are bit-identical to running the nodes one
  * by one), group inputs are read in place with their strides (broadcast = stride 0), and group
  * outputs are written straight into their buffers. No full-size intermediate is materialized. A
  * fused reduction covers whole reduced rows per tile and reduces the tile with
@@ -70,7 +70,7 @@ void gx_group_tiling(gx_group* gr) {
 }
 
 typedef struct {
-  kiln_exec_t* e;
+  gx_run* r;
   const gx_group* gr;
 } job_t;
 
@@ -101,7 +101,7 @@ static void strided(kiln_tensor_t* d, const kiln_tensor_t* base, const gx_group*
   }
 }
 
-static void operand(kiln_tensor_t* d, const kiln_exec_t* e, const gx_group* gr, const tile_t* t,
+static void operand(kiln_tensor_t* d, const gx_run* r, const gx_group* gr, const tile_t* t,
                     gx_opd o) {
   if (o.kind == GX_OPD_REG) {
     d->dtype = (kiln_dtype_t)o.dtype;
@@ -114,22 +114,22 @@ static void operand(kiln_tensor_t* d, const kiln_exec_t* e, const gx_group* gr, 
       s *= t->shape[k];
     }
   } else if (o.kind == GX_OPD_IN) {
-    strided(d, &e->vt[gr->in_vids[o.idx]], gr, t, gr->in_st[o.idx]);
+    strided(d, &r->vt[gr->in_vids[o.idx]], gr, t, gr->in_st[o.idx]);
   } else {
-    strided(d, &e->vt[gr->out_vids[o.idx]], gr, t, gr->out_st[o.idx]);
+    strided(d, &r->vt[gr->out_vids[o.idx]], gr, t, gr->out_st[o.idx]);
   }
 }
 
-static kiln_status_t run_instr(const kiln_exec_t* e, const gx_group* gr, const tile_t* t,
+static kiln_status_t run_instr(const gx_run* r, const gx_group* gr, const tile_t* t,
                                const gx_instr* in) {
   kiln_tensor_t s[3], d;
   kiln_tensor_t* ps[3] = {NULL, NULL, NULL};
   for (int k = 0; k < 3; k++)
     if (in->src[k].kind != GX_OPD_NONE) {
-      operand(&s[k], e, gr, t, in->src[k]);
+      operand(&s[k], r, gr, t, in->src[k]);
       ps[k] = &s[k];
     }
-  operand(&d, e, gr, t, in->dst);
+  operand(&d, r, gr, t, in->dst);
   switch (in->op) {
     case GX_OP_UNARY: {
       kiln_unary_params_t p = {in->f[0], in->f[1], in->f[2], in->f[3], in->f[4], in->f[5],
@@ -148,10 +148,10 @@ static kiln_status_t run_instr(const kiln_exec_t* e, const gx_group* gr, const t
   }
 }
 
-static kiln_status_t run_reduce(const kiln_exec_t* e, const gx_group* gr, const tile_t* t) {
+static kiln_status_t run_reduce(const gx_run* r, const gx_group* gr, const tile_t* t) {
   kiln_tensor_t x, o;
-  operand(&x, e, gr, t, gr->red_src);
-  const kiln_tensor_t* base = &e->vt[gr->red_out_vid];
+  operand(&x, r, gr, t, gr->red_src);
+  const kiln_tensor_t* base = &r->vt[gr->red_out_vid];
   strided(&o, base, gr, t, gr->red_st);
   uint32_t mask = 0;
   for (int k = 0; k < t->r; k++)
@@ -395,7 +395,7 @@ static int classify(const tile_t* t, const int64_t* tst, int same_type) {
   return t->r >= 2 && tst[t->r - 1] == 1 ? OPD_ROWS : OPD_SLOT;
 }
 
-static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, const tile_t* t) {
+static kiln_status_t run_tile_direct(const gx_run* r, const gx_group* gr, const tile_t* t) {
   int64_t n = 1;
   for (int k = 0; k < t->r; k++) n *= t->shape[k];
   const int64_t L = t->r >= 1 ? t->shape[t->r - 1] : 1;
@@ -405,7 +405,7 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
   int64_t in_tst[GX_DIRECT_MAX_IN][KILN_MAX_DIMS], out_tst[GX_DIRECT_MAX_OUT][KILN_MAX_DIMS];
   int any_rows = 0;
   for (int j = 0; j < gr->n_in; j++) {
-    const kiln_tensor_t* v = &e->vt[gr->in_vids[j]];
+    const kiln_tensor_t* v = &r->vt[gr->in_vids[j]];
     const int64_t es = (int64_t)kiln_dtype_size(v->dtype);
     inp[j] = (char*)v->data + tile_offset(gr, t, gr->in_st[j]) * es;
     for (int k = 0; k < t->r; k++) in_tst[j][k] = gr->in_st[j][gr->tile_dim + k];
@@ -413,7 +413,7 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
     any_rows |= in_cls[j] == OPD_ROWS;
   }
   for (int j = 0; j < gr->n_out; j++) {
-    const kiln_tensor_t* v = &e->vt[gr->out_vids[j]];
+    const kiln_tensor_t* v = &r->vt[gr->out_vids[j]];
     const int64_t es = (int64_t)kiln_dtype_size(v->dtype);
     outp[j] = (char*)v->data + tile_offset(gr, t, gr->out_st[j]) * es;
     for (int k = 0; k < t->r; k++) out_tst[j][k] = gr->out_st[j][gr->tile_dim + k];
@@ -430,12 +430,12 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
   /* f32 slot inputs that are one buffer's even/odd lanes: one deinterleaving pass for both */
   int moved[GX_DIRECT_MAX_IN] = {0};
   for (int j = 0; j < gr->n_in; j++) {
-    if (in_cls[j] != OPD_SLOT || moved[j] || e->vt[gr->in_vids[j]].dtype != KILN_DTYPE_F32 ||
+    if (in_cls[j] != OPD_SLOT || moved[j] || r->vt[gr->in_vids[j]].dtype != KILN_DTYPE_F32 ||
         gr->in_type[j] != KILN_DTYPE_F32)
       continue;
     for (int j2 = 0; j2 < gr->n_in; j2++)
       if (j2 != j && !moved[j2] && in_cls[j2] == OPD_SLOT && gr->in_type[j2] == KILN_DTYPE_F32 &&
-          e->vt[gr->in_vids[j2]].dtype == KILN_DTYPE_F32 && is_pair(t, in_tst[j], in_tst[j2], inp[j], inp[j2])) {
+          r->vt[gr->in_vids[j2]].dtype == KILN_DTYPE_F32 && is_pair(t, in_tst[j], in_tst[j2], inp[j], inp[j2])) {
         char* s0 = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
         char* s1 = t->regs + (int64_t)(gr->n_regs + j2) * t->slot;
         move_pair(s0, s1, inp[j], t, in_tst[j], 1);
@@ -447,7 +447,7 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
   }
   for (int j = 0; j < gr->n_in; j++) {
     if (in_cls[j] != OPD_SLOT || moved[j]) continue;
-    const kiln_tensor_t* v = &e->vt[gr->in_vids[j]];
+    const kiln_tensor_t* v = &r->vt[gr->in_vids[j]];
     char* slot = t->regs + (int64_t)(gr->n_regs + j) * t->slot;
     move_tile(slot, inp[j], t, in_tst[j], (int64_t)kiln_dtype_size(v->dtype), 1, v->dtype,
               (kiln_dtype_t)gr->in_type[j]);
@@ -492,7 +492,7 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
     } else {
       const int j = q - nr - gr->n_in;
       base[q] = outp[j];
-      es = (int64_t)kiln_dtype_size(e->vt[gr->out_vids[j]].dtype);
+      es = (int64_t)kiln_dtype_size(r->vt[gr->out_vids[j]].dtype);
       if (out_cls[j] == OPD_ROWS) rst[q] = out_tst[j];
     }
     step[q] = rst[q] ? es : len * es; /* ROWS: element size, scaled by the row's offset */
@@ -529,7 +529,7 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
       if (in->op == GX_OP_CAST) {
         kiln_dtype_t from = in->src[0].kind == GX_OPD_IN
                                 ? (kiln_dtype_t)gr->in_type[in->src[0].idx]
-                                : (kiln_dtype_t)opd_dtype(e->wg, gr, in->src[0]);
+                                : (kiln_dtype_t)opd_dtype(r->e->wg, gr, in->src[0]);
         kiln_dtype_t to = (kiln_dtype_t)in->dtype;
         kiln_cvt(from, src[0], (int64_t)kiln_dtype_size(from), to, dst,
                  (int64_t)kiln_dtype_size(to), len);
@@ -540,9 +540,9 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
   }
   int done[GX_DIRECT_MAX_OUT] = {0};
   for (int j = 0; j < gr->n_out; j++) { /* even/odd output pairs: one interleaving pass */
-    if (out_cls[j] != OPD_SLOT || e->vt[gr->out_vids[j]].dtype != KILN_DTYPE_F32) continue;
+    if (out_cls[j] != OPD_SLOT || r->vt[gr->out_vids[j]].dtype != KILN_DTYPE_F32) continue;
     for (int j2 = 0; j2 < gr->n_out; j2++)
-      if (j2 != j && !done[j2] && out_cls[j2] == OPD_SLOT && e->vt[gr->out_vids[j2]].dtype == KILN_DTYPE_F32 &&
+      if (j2 != j && !done[j2] && out_cls[j2] == OPD_SLOT && r->vt[gr->out_vids[j2]].dtype == KILN_DTYPE_F32 &&
           is_pair(t, out_tst[j], out_tst[j2], out_base[j], out_base[j2])) {
         move_pair(outp[j], outp[j2], out_base[j], t, out_tst[j], 0);
         done[j] = done[j2] = 1;
@@ -551,7 +551,7 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
   }
   for (int j = 0; j < gr->n_out; j++) {
     if (out_cls[j] != OPD_SLOT || done[j]) continue;
-    const kiln_tensor_t* v = &e->vt[gr->out_vids[j]];
+    const kiln_tensor_t* v = &r->vt[gr->out_vids[j]];
     move_tile(outp[j], out_base[j], t, out_tst[j], (int64_t)kiln_dtype_size(v->dtype), 0,
               v->dtype, v->dtype);
   }
@@ -559,18 +559,18 @@ static kiln_status_t run_tile_direct(const kiln_exec_t* e, const gx_group* gr, c
   return KILN_OK;
 }
 
-static void fail(kiln_exec_t* e, kiln_status_t st) {
+static void fail(gx_run* r, kiln_status_t st) {
   int expected = 0;
-  if (atomic_compare_exchange_strong(&e->err, &expected, st))
-    snprintf(e->err_msg, sizeof e->err_msg, "%s", kiln_status_message());
+  if (atomic_compare_exchange_strong(&r->err, &expected, st))
+    snprintf(r->err_msg, sizeof r->err_msg, "%s", kiln_status_message());
 }
 
 /* Runs the part of group gr whose tile_dim index is in [c0, c0 + len) (len <= gr->chunk) at the
  * outer indices idx, on thread tid's scratch; 0 after recording an error. */
-static int run_tile(kiln_exec_t* e, const gx_group* gr, int tid, const int64_t* idx, int64_t c0,
+static int run_tile(gx_run* r, const gx_group* gr, int tid, const int64_t* idx, int64_t c0,
                     int64_t len) {
   tile_t t;
-  t.regs = e->scratch ? e->scratch + (int64_t)tid * e->scratch_per_thread : NULL;
+  t.regs = r->scratch ? r->scratch + (int64_t)tid * r->e->scratch_per_thread : NULL;
   t.slot = round64(gr->reg_elems * 8);
   t.r = gr->ndim - gr->tile_dim;
   for (int k = 1; k < t.r; k++) t.shape[k] = gr->shape[gr->tile_dim + k];
@@ -578,11 +578,11 @@ static int run_tile(kiln_exec_t* e, const gx_group* gr, int tid, const int64_t* 
   t.c0 = c0;
   t.shape[0] = len;
   kiln_status_t st = KILN_OK;
-  if (gr->direct) st = run_tile_direct(e, gr, &t);
-  for (int k = 0; st == KILN_OK && !gr->direct && k < gr->n_instr; k++) st = run_instr(e, gr, &t, &gr->instr[k]);
-  if (st == KILN_OK && gr->has_reduce) st = run_reduce(e, gr, &t);
+  if (gr->direct) st = run_tile_direct(r, gr, &t);
+  for (int k = 0; st == KILN_OK && !gr->direct && k < gr->n_instr; k++) st = run_instr(r, gr, &t, &gr->instr[k]);
+  if (st == KILN_OK && gr->has_reduce) st = run_reduce(r, gr, &t);
   if (st != KILN_OK) {
-    fail(e, st);
+    fail(r, st);
     return 0;
   }
   return 1;
@@ -590,34 +590,34 @@ static int run_tile(kiln_exec_t* e, const gx_group* gr, int tid, const int64_t* 
 
 static void tile_fn(void* ctx, int64_t begin, int64_t end, int tid) {
   job_t* j = ctx;
-  kiln_exec_t* e = j->e;
+  gx_run* r = j->r;
   const gx_group* gr = j->gr;
-  if (tid < 0 || tid >= e->n_threads) {
-    fail(e, kiln_error(KILN_ERROR_INTERNAL, "kiln graph: thread id %d beyond the scratch", tid));
+  if (tid < 0 || tid >= r->e->n_threads) {
+    fail(r, kiln_error(KILN_ERROR_INTERNAL, "kiln graph: thread id %d beyond the scratch", tid));
     return;
   }
   int64_t idx[KILN_MAX_DIMS];
   for (int64_t ti = begin; ti < end; ti++) {
-    if (atomic_load_explicit(&e->err, memory_order_relaxed)) return;
+    if (atomic_load_explicit(&r->err, memory_order_relaxed)) return;
     int64_t c = ti % gr->n_chunks, o = ti / gr->n_chunks;
     for (int i = gr->tile_dim - 1; i >= 0; i--) {
       idx[i] = o % gr->shape[i];
       o /= gr->shape[i];
     }
     const int64_t c0 = c * gr->chunk, len = gr->shape[gr->tile_dim] - c0;
-    if (!run_tile(e, gr, tid, idx, c0, len < gr->chunk ? len : gr->chunk)) return;
+    if (!run_tile(r, gr, tid, idx, c0, len < gr->chunk ? len : gr->chunk)) return;
   }
 }
 
-static kiln_status_t take_error(kiln_exec_t* e) {
-  int st = atomic_load(&e->err);
+static kiln_status_t take_error(gx_run* r) {
+  int st = atomic_load(&r->err);
   if (st == 0) return KILN_OK;
-  atomic_store(&e->err, 0);
-  return kiln_error((kiln_status_code_t)st, "%s", e->err_msg);
+  atomic_store(&r->err, 0);
+  return kiln_error((kiln_status_code_t)st, "%s", r->err_msg);
 }
 
 typedef struct {
-  kiln_exec_t* e;
+  gx_run* r;
   const gx_group* const* grs;
   int n;
   int64_t rows;
@@ -625,38 +625,38 @@ typedef struct {
 
 static void chain_fn(void* ctx, int64_t begin, int64_t end, int tid) {
   const chain_job_t* j = ctx;
-  if (tid < 0 || tid >= j->e->n_threads) {
-    fail(j->e, kiln_error(KILN_ERROR_INTERNAL, "kiln graph: thread id %d beyond the scratch", tid));
+  if (tid < 0 || tid >= j->r->e->n_threads) {
+    fail(j->r, kiln_error(KILN_ERROR_INTERNAL, "kiln graph: thread id %d beyond the scratch", tid));
     return;
   }
   const int64_t R = j->grs[0]->shape[0];
   for (int64_t ti = begin; ti < end; ti++) {
     const int64_t c0 = ti * j->rows, len = R - c0 < j->rows ? R - c0 : j->rows;
     for (int k = 0; k < j->n; k++) {
-      if (atomic_load_explicit(&j->e->err, memory_order_relaxed)) return;
-      if (!run_tile(j->e, j->grs[k], tid, NULL, c0, len)) return;
+      if (atomic_load_explicit(&j->r->err, memory_order_relaxed)) return;
+      if (!run_tile(j->r, j->grs[k], tid, NULL, c0, len)) return;
     }
   }
 }
 
-kiln_status_t gx_run_chain(kiln_exec_t* e, const gx_group* const* grs, int n, int64_t rows) {
+kiln_status_t gx_run_chain(gx_run* r, const gx_group* const* grs, int n, int64_t rows) {
   const int64_t R = grs[0]->shape[0], n_tiles = (R + rows - 1) / rows;
   int64_t per_tile = 0; /* elements of all members per row tile */
   for (int k = 0; k < n; k++) per_tile += grs[k]->reg_elems / grs[k]->chunk * rows;
   int64_t grain = GX_TILE_GRAIN / (per_tile > 0 ? per_tile : 1);
   if (grain < 1) grain = 1;
-  chain_job_t j = {e, grs, n, rows};
-  atomic_store(&e->err, 0);
+  chain_job_t j = {r, grs, n, rows};
+  atomic_store(&r->err, 0);
   kiln_parallel_for(n_tiles, grain, chain_fn, &j);
-  return take_error(e);
+  return take_error(r);
 }
 
-kiln_status_t gx_run_group(kiln_exec_t* e, const gx_group* gr) {
+kiln_status_t gx_run_group(gx_run* r, const gx_group* gr) {
   if (gr->n_tiles <= 0) return KILN_OK;
-  job_t j = {e, gr};
+  job_t j = {r, gr};
   int64_t grain = GX_TILE_GRAIN / (gr->reg_elems > 0 ? gr->reg_elems : 1);
   if (grain < 1) grain = 1;
-  atomic_store(&e->err, 0);
+  atomic_store(&r->err, 0);
   kiln_parallel_for(gr->n_tiles, grain, tile_fn, &j);
-  return take_error(e);
+  return take_error(r);
 }

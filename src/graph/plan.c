@@ -547,8 +547,9 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
   st = place(e);
   if (st != KILN_OK) goto done;
 
-  /* 6. memory: the arena is bound per run (kiln_exec_run_workspace, or the exec's own arena,
-   * allocated by the first kiln_exec_run); only the interpreter scratch is allocated here. */
+  /* 6. memory: the arena is bound per run (kiln_exec_run_workspace, or a run context's own
+   * arena, allocated by its first kiln_exec_run); the interpreter scratch belongs to the run
+   * contexts (runctx.c), sized here. */
   e->n_threads = kiln_threadpool_size(kiln_threadpool_default());
   if (e->n_threads < 1) e->n_threads = 1;
   int64_t per = 0;
@@ -558,18 +559,11 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
     if (need > per) per = need;
   }
   e->scratch_per_thread = per;
-  int64_t scratch_all;
+  int64_t scratch_all; /* allocated per run context (runctx.c); checked here once */
   if (!kiln_mul_i64(per, e->n_threads, &scratch_all)) {
     st = kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: scratch of %lld bytes per thread",
                     (long long)per);
     goto done;
-  }
-  if (per > 0) {
-    e->scratch = kiln_allocator_alloc(a, (size_t)scratch_all, GX_ALIGN);
-    if (!e->scratch) {
-      st = kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: out of memory (scratch)");
-      goto done;
-    }
   }
 
   /* 7. descriptors */

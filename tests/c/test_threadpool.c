@@ -248,6 +248,71 @@ static int check_units(kiln_threadpool_t* pool, coverage_t* c, atomic_int* count
   return ok;
 }
 
+/* Four host threads submitting to one pool at once, each mixing parallel_for, parallel_units
+ * and nested calls: whichever gets the pool runs with its workers, the others run inline; every
+ * index is covered once, thread ids are valid and never doubly used within a job, and nobody
+ * deadlocks. A nested call from an inline (busy-pool) run may take the pool itself once it is
+ * free, so inner jobs check their own coverage and ids, not the outer id. */
+#define MIX_ROWS 8
+typedef struct mixed_arg {
+  kiln_threadpool_t* pool;
+  coverage_t cov;
+  atomic_int counts[3000];
+  coverage_t rows[MIX_ROWS];
+  atomic_int row_counts[MIX_ROWS][200];
+  atomic_int bad;
+  int ok;
+} mixed_arg_t;
+
+static void mixed_outer_fn(void* ctx, int64_t begin, int64_t end, int thread_id) {
+  mixed_arg_t* a = ctx;
+  (void)thread_id;
+  for (int64_t r = begin; r < end; r++) {
+    coverage_t* c = &a->rows[r];
+    kiln_threadpool_parallel_for(a->pool, c->n, 3, cover_fn, c);
+  }
+}
+
+static void* mixed_main(void* arg) {
+  mixed_arg_t* a = arg;
+  a->ok = 1;
+  for (int i = 0; i < 150; i++) {
+    int one;
+    a->ok &= check_cover(a->pool, &a->cov, a->counts, 500 + (i * 37) % 2500, 1 + i % 5);
+    a->ok &= check_units(a->pool, &a->cov, a->counts, 1 + i % 70, &one);
+    for (int r = 0; r < MIX_ROWS; r++) {
+      memset(&a->rows[r], 0, sizeof a->rows[r]);
+      a->rows[r].counts = a->row_counts[r];
+      a->rows[r].n = 50 + (r * 19 + i) % 150;
+      a->rows[r].pool_size = kiln_threadpool_size(a->pool);
+      for (int k = 0; k < 200; k++) atomic_store(&a->row_counts[r][k], 0);
+    }
+    kiln_threadpool_parallel_for(a->pool, MIX_ROWS, 1, mixed_outer_fn, a);
+    for (int r = 0; r < MIX_ROWS; r++) {
+      a->ok &= !atomic_load(&a->rows[r].bad);
+      for (int64_t k = 0; k < a->rows[r].n; k++) a->ok &= atomic_load(&a->row_counts[r][k]) == 1;
+    }
+  }
+  return NULL;
+}
+
+KT_TEST(test_concurrent_callers_mixed) {
+  static mixed_arg_t args[4];
+  kiln_threadpool_t* pool = NULL;
+  KT_OK(kiln_threadpool_create(3, NULL, &pool));
+  pthread_t threads[4];
+  for (int i = 0; i < 4; i++) {
+    memset(&args[i], 0, sizeof args[i]);
+    args[i].pool = pool;
+    KT_CHECK(pthread_create(&threads[i], NULL, mixed_main, &args[i]) == 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(threads[i], NULL);
+    KT_CHECK(args[i].ok);
+  }
+  kiln_threadpool_destroy(pool);
+}
+
 KT_TEST(test_units_cover_each_once) {
   const int64_t ns[] = {0, 1, 2, 3, 4, 5, 17, 63, 64, 65, 200};
   for (int size = 1; size <= 4; size++) {

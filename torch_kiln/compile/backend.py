@@ -19,8 +19,10 @@ do the same for one program on demand.
 """
 import atexit
 import ctypes
+import itertools
 import logging
 import os
+import threading
 import time
 
 import torch
@@ -127,8 +129,10 @@ class KilnProgram:
         dev = (self.inputs[0].device if self.inputs else
                next((o[2].device for o in self.outputs if o[0] == "value"), torch.device("cpu")))
         self.workspace_device = dev
-        self._in_arr = (ctypes.c_void_p * max(len(self.inputs), 1))()
-        self._out_arr = (ctypes.c_void_p * max(self.n_out, 1))()
+        # ctypes array types for the Python call path's buffer lists (an array per call: the
+        # program may be called from several threads at once)
+        self._in_arr_t = ctypes.c_void_p * max(len(self.inputs), 1)
+        self._out_arr_t = ctypes.c_void_p * max(self.n_out, 1)
         # torch.ops.kiln.run_program runs a call in C++ and allocates the results on one device:
         # the device of all value outputs (None: no results, or several devices; Python runs it)
         devs = {o[2].device for o in self.outputs if o[0] == "value"}
@@ -156,7 +160,8 @@ class KilnProgram:
 
     def _specs(self):
         """Per-call metadata, read from the example tensors once (attribute access on fake tensors
-        is slow, and this runs on every call)."""
+        is slow, and this runs on every call). Published as one attribute, so a thread that sees
+        it sees both halves (two threads' first calls may both compute it: the same values)."""
         ins = [(torch.Size(m.shape), m.dtype) for m in self.inputs]
         outs = []
         for o in self.outputs:
@@ -166,18 +171,20 @@ class KilnProgram:
                 outs.append(("zeros", torch.Size(o[1].shape), o[1].dtype, self.workspace_device))
             else:
                 outs.append(o)
-        self._in_specs, self._out_specs = ins, outs
+        self._call_specs = (ins, outs)
         return ins, outs
 
     def __call__(self, *args):
-        specs = getattr(self, "_in_specs", None)
-        ins, outs = (specs, self._out_specs) if specs is not None else self._specs()
+        # Safe to call from several threads at once: per-call state is local (the C run takes a
+        # run context of its own, kiln/graph.h), the shared attributes are read only.
+        specs = getattr(self, "_call_specs", None)
+        ins, outs = specs if specs is not None else self._specs()
         if self._run_device is not None:  # the per-call loop in C++ (torch.ops.kiln.run_program)
             values = _run_program(self._exec_int, args, self._run_device)
             return values if self._all_values else _assemble(outs, args, values)
         if len(args) != len(ins):
             raise RuntimeError(f"kiln program {self.name}: {len(args)} inputs given, compiled for {len(ins)}")
-        in_arr, keep = self._in_arr, None
+        in_arr, keep = self._in_arr_t(), None
         for i, a in enumerate(args):
             shape, dtype = ins[i]
             if a.shape != shape or a.dtype != dtype:
@@ -188,7 +195,7 @@ class KilnProgram:
                 keep = keep or []
                 keep.append(a)  # alive until the run returns
             in_arr[i] = a.data_ptr()
-        values, out_arr, empty = [], self._out_arr, torch.empty
+        values, out_arr, empty = [], self._out_arr_t(), torch.empty
         for o in outs:
             if o[0] == "value":
                 t = empty(o[1], dtype=o[2], device=o[3])
@@ -206,7 +213,7 @@ class KilnProgram:
         return results
 
 
-_counter = [0]
+_counter = itertools.count(1)  # next() is atomic: compiles may run on several threads
 _run_program = torch.ops.kiln.run_program
 
 
@@ -229,8 +236,7 @@ def _assemble(outs, args, values):
 
 def _compile_fx(gm, example_inputs, kind):
     """aot_autograd's fw/bw compiler: a kiln program, or a split graph with kiln submodules."""
-    _counter[0] += 1
-    name = f"{kind}{_counter[0]}"
+    name = f"{kind}{next(_counter)}"
     dynamic = any(isinstance(n.meta.get("val"), torch.SymInt) or
                   (isinstance(getattr(n.meta.get("val"), "shape", None), torch.Size) and
                    not all(isinstance(s, int) for s in n.meta["val"].shape))
@@ -277,6 +283,7 @@ class _Specializing:
         self.gm, self.name, self.kind = gm, name, kind
         self.cache = {}
         self.overflowed = False
+        self._lock = threading.Lock()  # one thread compiles a new signature; the others wait
 
     @staticmethod
     def _key(args):
@@ -287,12 +294,24 @@ class _Specializing:
         key = self._key(args)
         fn = self.cache.get(key)
         if fn is None:
+            fn = self._specialize(key, args)
+        if fn is None:
+            return self.gm(*args)
+        compiled, idx = fn
+        return compiled([args[i] for i in idx])
+
+    def _specialize(self, key, args):
+        """The compiled function for a new signature (None past MAX_SPECIALIZATIONS: eager)."""
+        with self._lock:
+            fn = self.cache.get(key)
+            if fn is not None:  # compiled by another thread meanwhile
+                return fn
             if len(self.cache) >= self.MAX_SPECIALIZATIONS:
                 if not self.overflowed:
                     self.overflowed = True
                     _log_split(f"kiln: graph {self.name} saw more than {self.MAX_SPECIALIZATIONS} shape "
                                "signatures; further ones run eagerly on kiln")
-                return self.gm(*args)
+                return None
             from torch.fx.experimental.proxy_tensor import make_fx
             idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
 
@@ -306,8 +325,7 @@ class _Specializing:
             static = make_fx(concrete, tracing_mode="fake")(*tensors)
             fn = (_compile_fx(static, tensors, self.kind), idx)
             self.cache[key] = fn
-        compiled, idx = fn
-        return compiled([args[i] for i in idx])
+            return fn
 
 
 def _partition(gm, name):
