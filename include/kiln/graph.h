@@ -315,7 +315,9 @@ kiln_status_t kiln_graph_value_info(const kiln_graph_t* g, int vid, int* dtype, 
 
 /* ==== compile and run ======================================================================= */
 
-/* Flags for kiln_graph_compile_ex: each disables one pass (for debugging and tests). */
+/* Flags for kiln_graph_compile_ex: each disables one pass (for debugging and tests). A new flag
+ * takes the next bit and goes just above KILN_COMPILE_FLAGS_END_, so KILN_COMPILE_ALL_FLAGS (every
+ * defined flag: what kiln_graph_compile_ex and the .kiln loader accept) follows by itself. */
 enum {
   KILN_COMPILE_NO_CSE = 1 << 0,
   KILN_COMPILE_NO_FOLD = 1 << 1,           /* constant folding */
@@ -333,6 +335,8 @@ enum {
   KILN_COMPILE_NO_HOIST = 1 << 13,          /* consumer groups moved up into their producer's */
   KILN_COMPILE_NO_PEEPHOLE = 1 << 14,       /* mul(x, sigmoid(x)) rewritten as silu(x) */
   KILN_COMPILE_NO_CHAIN = 1 << 15,          /* consecutive row-tiled groups run tile by tile */
+  KILN_COMPILE_FLAGS_END_,                  /* the last flag + 1: keep it last, not a flag */
+  KILN_COMPILE_ALL_FLAGS = ((KILN_COMPILE_FLAGS_END_ - 1) << 1) - 1,
 };
 
 /* Compiles g (read only; it may be destroyed or extended afterwards) into an executable: runs
@@ -341,7 +345,8 @@ enum {
  * least one output. The caller owns *out (kiln_exec_destroy). Errors: INVALID_ARGUMENT (no
  * outputs, NULL argument), OUT_OF_MEMORY. */
 kiln_status_t kiln_graph_compile(const kiln_graph_t* g, kiln_exec_t** out);
-/* kiln_graph_compile with KILN_COMPILE_* flags (0 = everything on). */
+/* kiln_graph_compile with KILN_COMPILE_* flags (0 = everything on). Errors: kiln_graph_compile's,
+ * INVALID_ARGUMENT for a bit outside KILN_COMPILE_ALL_FLAGS. */
 kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_t** out);
 /* Frees an exec (arena, scratch, constants). NULL is a no-op. */
 void kiln_exec_destroy(kiln_exec_t* e);
@@ -448,11 +453,12 @@ kiln_status_t kiln_exec_set_profiling(kiln_exec_t* e, int on);
 
 /* ==== serialization (.kiln artifacts) ======================================================= */
 
-/* Writes the program (graph, constants, compile flags and a summary of the plan, with a
- * checksum) to `path`. Errors: INVALID_ARGUMENT, INTERNAL (I/O failure, message says why). */
+/* Writes the program (graph, constants, compile flags and a summary of the plan; a checksum
+ * covers all of it but the magic) to `path`. Errors: INVALID_ARGUMENT, INTERNAL (I/O failure, message says why). */
 kiln_status_t kiln_exec_save(const kiln_exec_t* e, const char* path);
 /* Loads a .kiln artifact written by kiln_exec_save and compiles it (every node is validated
- * again and the plan is checked against the saved one). The caller owns *out. Errors:
+ * again and the plan is checked against the saved one). Files of format version 1 (whose
+ * checksum did not cover the flags) still load. The caller owns *out. Errors:
  * NOT_FOUND (cannot open), DATA_LOSS (bad magic, version, checksum, truncated or inconsistent
  * content), OUT_OF_MEMORY. Never crashes on a corrupt file. */
 kiln_status_t kiln_exec_load(const char* path, kiln_exec_t** out);

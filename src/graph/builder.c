@@ -5,6 +5,7 @@
 #include "kiln/dtype.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/reduce.h"
+#include "runtime/checked.h"
 
 #define BADARG(...) kiln_error(KILN_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -62,21 +63,31 @@ kiln_status_t kiln_graph_constant(kiln_graph_t* g, int dtype, int ndim, const in
   s.dtype = dtype;
   KILN_RETURN_IF_ERROR(put_shape(&s, ndim, shape, "kiln_graph_constant"));
   if (!gx_valid_dtype(dtype)) return BADARG("kiln_graph_constant: bad dtype %d", dtype);
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++) {
+  int64_t nbytes;
+  for (int i = 0; i < ndim; i++)
     if (shape[i] < 0) return BADARG("kiln_graph_constant: negative dim");
-    if (shape[i] > 0 && numel > (INT64_C(1) << 48) / shape[i])
-      return BADARG("kiln_graph_constant: shape too large");
-    numel *= shape[i];
-  }
+  if (!kiln_nbytes(shape, ndim, kiln_dtype_size((kiln_dtype_t)dtype), &nbytes))
+    return BADARG("kiln_graph_constant: shape too large (limit 2^48 elements)");
   s.data = data;
-  s.data_bytes = (size_t)numel * kiln_dtype_size((kiln_dtype_t)dtype);
+  s.data_bytes = (size_t)nbytes;
   return add1(g, &s, out_vid, "kiln_graph_constant");
+}
+
+/* A double stored into an integer dtype must be a finite value within int64's range (torch:
+ * "value cannot be converted to type ... without overflow"); bool and floating take anything. */
+static kiln_status_t check_int_value(double v, int dtype, const char* what) {
+  int64_t iv;
+  if (dtype == KILN_DTYPE_BOOL || kiln_dtype_is_float((kiln_dtype_t)dtype) || kiln_f64_to_i64(v, &iv))
+    return KILN_OK;
+  return BADARG("%s: value %g cannot be converted to %s", what, v,
+                kiln_dtype_name((kiln_dtype_t)dtype));
 }
 
 static kiln_status_t scalar_common(kiln_graph_t* g, int dtype, const kiln_tensor_t* src,
                                    int* out_vid, const char* what) {
   if (!gx_valid_dtype(dtype)) return BADARG("%s: bad dtype %d", what, dtype);
+  if (src->dtype == KILN_DTYPE_F64)
+    KILN_RETURN_IF_ERROR(check_int_value(*(const double*)src->data, dtype, what));
   _Alignas(8) char buf[8];
   kiln_tensor_t t;
   kiln_tensor_init_contiguous(&t, buf, (kiln_dtype_t)dtype, 0, NULL);
@@ -109,6 +120,7 @@ kiln_status_t kiln_graph_full(kiln_graph_t* g, int dtype, int ndim, const int64_
   KILN_RETURN_IF_ERROR(put_shape(&e, ndim, shape, "kiln_graph_full"));
   for (int i = 0; i < ndim; i++)
     if (shape[i] < 0) return BADARG("kiln_graph_full: negative dim");
+  KILN_RETURN_IF_ERROR(check_int_value(value, dtype, "kiln_graph_full"));
   _Alignas(8) char buf[8];
   kiln_tensor_t t, src;
   kiln_tensor_init_contiguous(&t, buf, (kiln_dtype_t)dtype, 0, NULL);
@@ -370,12 +382,16 @@ kiln_status_t kiln_graph_addmm(kiln_graph_t* g, int bias, int a, int b, double b
     int dt = g->values[a].dtype;
     if (bias >= 0 && (!gx_valid_vid(g, bias) || g->values[bias].dtype != dt))
       return BADARG("kiln_graph_addmm: bias must have the operands' dtype");
+    int64_t ialpha, ibeta;
+    if (!kiln_f64_to_i64(alpha, &ialpha) || !kiln_f64_to_i64(beta, &ibeta))
+      return BADARG("kiln_graph_addmm: alpha %g / beta %g is not an int64 value for %s operands",
+                    alpha, beta, kiln_dtype_name((kiln_dtype_t)dt));
     int n0 = g->n_nodes;
     int mm, sc, res;
     kiln_status_t st = int_matmul(g, a, b, &mm);
     if (st != KILN_OK) return st;
     if (alpha != 1.0) {
-      if ((st = kiln_graph_scalar_i64(g, (int64_t)alpha, dt, &sc)) ||
+      if ((st = kiln_graph_scalar_i64(g, ialpha, dt, &sc)) ||
           (st = kiln_graph_binary_ex(g, KILN_BINARY_MUL, mm, sc, 1.0, dt, dt, &mm)))
         goto fail;
     }
@@ -391,7 +407,7 @@ kiln_status_t kiln_graph_addmm(kiln_graph_t* g, int bias, int a, int b, double b
       }
       int bb = bias;
       if (beta != 1.0) {
-        if ((st = kiln_graph_scalar_i64(g, (int64_t)beta, dt, &sc)) ||
+        if ((st = kiln_graph_scalar_i64(g, ibeta, dt, &sc)) ||
             (st = kiln_graph_binary_ex(g, KILN_BINARY_MUL, bias, sc, 1.0, dt, dt, &bb)))
           goto fail;
       }

@@ -264,6 +264,10 @@ kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_
   *out = NULL;
   if (!g) return BADARG("kiln_graph_compile: NULL graph");
   if (g->n_outputs < 1) return BADARG("kiln_graph_compile: the graph has no outputs");
+  if (flags & ~KILN_COMPILE_ALL_FLAGS)
+    return BADARG("kiln_graph_compile: unknown flags 0x%x (defined: 0x%x)",
+                  (unsigned)flags & ~(unsigned)KILN_COMPILE_ALL_FLAGS,
+                  (unsigned)KILN_COMPILE_ALL_FLAGS);
   kiln_exec_t* e = kiln_allocator_alloc(&g->alloc, sizeof(*e), GX_ALIGN);
   if (!e) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_graph_compile: out of memory");
   memset(e, 0, sizeof(*e));

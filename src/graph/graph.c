@@ -6,6 +6,7 @@
 #include "kiln/dtype.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/reduce.h"
+#include "runtime/checked.h"
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 
@@ -166,16 +167,16 @@ int gx_valid_vid(const kiln_graph_t* g, int vid) { return vid >= 0 && vid < g->n
 int gx_valid_dtype(int dtype) { return dtype >= 0 && dtype < KILN_DTYPE_COUNT; }
 
 int64_t gx_numel(const int64_t* shape, int ndim) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
-  return n;
+  int64_t n;
+  return kiln_numel_capped(shape, ndim, INT64_MAX, &n) ? n : -1;
 }
 
 void gx_contig_strides(const int64_t* shape, int ndim, int64_t* strides) {
   int64_t s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
     strides[i] = s;
-    s *= shape[i] > 1 ? shape[i] : 1;
+    /* shapes reaching here passed gx_add's 2^48 cap; saturate rather than wrap regardless */
+    if (shape[i] > 1 && !kiln_mul_i64(s, shape[i], &s)) s = INT64_MAX;
   }
 }
 

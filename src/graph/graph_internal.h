@@ -166,6 +166,13 @@ int gx_broadcasts_to(const int64_t* a, int na, const int64_t* b, int nb);
 int gx_is_pointwise(int op);
 int gx_is_view(int op);
 
+/* ---- node validation (validate.c) ------------------------------------------------------------ */
+/* The structural checks run on every node request (builder API and loader alike) before any
+ * inference reads it: a known op, an input count within the op's arity, every input id an
+ * existing value (or -1 where the op allows an absent input), an attribute count <= GX_MAX_I.
+ * Errors: INVALID_ARGUMENT naming the op. */
+kiln_status_t gx_validate_spec(const kiln_graph_t* g, const gx_spec* s);
+
 /* ---- builder core (infer.c) ----------------------------------------------------------------- */
 /* Validates `s`, infers output dtypes/shapes, appends the node; out_vids[k] receives output k's
  * value id (-1 for an absent optional output). On error the graph is unchanged. */

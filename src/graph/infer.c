@@ -49,6 +49,7 @@
 #include "kiln/kernels/index.h"
 #include "kiln/kernels/nn.h"
 #include "kiln/kernels/reduce.h"
+#include "runtime/checked.h"
 
 #define BADARG(...) kiln_error(KILN_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -183,15 +184,16 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       if (!gx_valid_dtype(s->dtype)) return BADARG("%s: bad dtype %d", what, s->dtype);
       if (s->n_i < 0 || s->n_i > KILN_MAX_DIMS)
         return BADARG("%s: ndim %d outside [0, %d]", what, s->n_i, KILN_MAX_DIMS);
-      int64_t numel = 1;
-      for (int i = 0; i < s->n_i; i++) {
+      int64_t numel;
+      for (int i = 0; i < s->n_i; i++)
         if (s->i[i] < 0) return BADARG("%s: negative dim %lld", what, (long long)s->i[i]);
-        if (s->i[i] > 0 && numel > (INT64_C(1) << 48) / s->i[i])
-          return BADARG("%s: shape too large", what);
-        numel *= s->i[i];
-      }
+      if (!kiln_numel_capped(s->i, s->n_i, KILN_NUMEL_MAX, &numel))
+        return BADARG("%s: shape %s is too large (limit 2^48 elements)", what,
+                      gx_fmt_shape(b1, s->i, s->n_i));
       if (s->op == GX_OP_CONST) {
-        if ((size_t)numel * kiln_dtype_size((kiln_dtype_t)s->dtype) != s->data_bytes)
+        int64_t nbytes;
+        if (!kiln_nbytes(s->i, s->n_i, kiln_dtype_size((kiln_dtype_t)s->dtype), &nbytes) ||
+            (uint64_t)nbytes != (uint64_t)s->data_bytes)
           return BADARG("%s: %zu data bytes for %lld elements of %s", what, s->data_bytes,
                         (long long)numel, kiln_dtype_name((kiln_dtype_t)s->dtype));
         if (numel > 0 && !s->data) return BADARG("%s: NULL data", what);
@@ -273,7 +275,7 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       nd = 0;
       for (int i = 0; i < x->ndim; i++) {
         if (mask & (1u << i)) {
-          rn *= x->shape[i];
+          rn = rn && x->shape[i]; /* only whether the reduced set is empty matters */
           if (s->i[1]) shp[nd++] = 1;
         } else {
           shp[nd++] = x->shape[i];
@@ -365,17 +367,20 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       const gx_value* x = V(0);
       if (s->n_i < 0 || s->n_i > KILN_MAX_DIMS) return BADARG("%s: bad ndim %d", what, s->n_i);
       int infer_at = -1;
-      int64_t known = 1;
+      int64_t known, dims[KILN_MAX_DIMS];
       for (int i = 0; i < s->n_i; i++) {
+        dims[i] = s->i[i];
         if (s->i[i] == -1) {
           if (infer_at >= 0) return BADARG("%s: more than one -1", what);
           infer_at = i;
+          dims[i] = 1;
         } else if (s->i[i] < 0) {
           return BADARG("%s: bad dim %lld", what, (long long)s->i[i]);
-        } else {
-          known *= s->i[i];
         }
       }
+      if (!kiln_numel_capped(dims, s->n_i, KILN_NUMEL_MAX, &known))
+        return BADARG("%s: cannot reshape %s into %s (limit 2^48 elements)", what, SH(b1, x),
+                      gx_fmt_shape(b2, s->i, s->n_i));
       if (infer_at >= 0) {
         if (known == 0 || x->numel % known != 0)
           return BADARG("%s: cannot infer -1 reshaping %s", what, SH(b1, x));
@@ -442,6 +447,7 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       s->i[2] = en;
       memcpy(shp, x->shape, sizeof(int64_t) * (size_t)x->ndim);
       shp[d] = en == st ? 0 : 1 + (en - st - 1) / s->i[3];
+      if (shp[d] <= 1) s->i[3] = 1; /* the same window; keeps stride * step small */
       set_out(o, 0, x->dtype, x->ndim, shp);
       return KILN_OK;
     }
@@ -461,7 +467,8 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
           if (i != d && y->shape[i] != x->shape[i])
             return BADARG("%s: shapes %s and %s differ outside dim %d", what, SH(b1, x),
                           SH(b2, y), d);
-        shp[d] += y->shape[d];
+        if (!kiln_add_i64(shp[d], y->shape[d], &shp[d]) || shp[d] > KILN_NUMEL_MAX)
+          return BADARG("%s: the sizes along dim %d add up to more than 2^48", what, d);
         dt = gx_promote(dt, y->dtype);
       }
       set_out(o, 0, dt, x->ndim, shp);
@@ -835,83 +842,19 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
   }
 }
 
-/* Which inputs may be -1, per op. */
-static int input_optional(int op, int k) {
-  switch (op) {
-    case GX_OP_TERNARY: return k >= 1;  /* checked per sub-op in infer */
-    case GX_OP_ADDMM: return k == 0;
-    case GX_OP_LAYER_NORM: return k >= 1;
-    case GX_OP_RMS_NORM: return k == 1;
-    case GX_OP_LAYER_NORM_BW: return k == 4;
-    case GX_OP_RMS_NORM_BW: return k == 3;
-    case GX_OP_NLL_LOSS: return k == 2;
-    case GX_OP_NLL_LOSS_BW: return k == 3;
-    case GX_OP_SDPA: return k == 3;
-    case GX_OP_SDPA_BW: return k == 6;
-    case GX_OP_CONV: return k == 2;
-    case GX_OP_SCATTER: return k == 2;
-    case GX_OP_INDEX: return k >= 1;
-    case GX_OP_INDEX_PUT: return k >= 2;
-    default: return 0;
-  }
-}
-
-static int expected_inputs(int op) {
-  switch (op) {
-    case GX_OP_INPUT:
-    case GX_OP_CONST: return 0;
-    case GX_OP_BINARY:
-    case GX_OP_MATMUL:
-    case GX_OP_SOFTMAX_BW:
-    case GX_OP_EMBEDDING:
-    case GX_OP_EMBEDDING_BW:
-    case GX_OP_MAX_POOL_BW:
-    case GX_OP_GATHER:
-    case GX_OP_INDEX_SELECT:
-    case GX_OP_RMS_NORM: return 2;
-    case GX_OP_TERNARY:
-    case GX_OP_ADDMM:
-    case GX_OP_LAYER_NORM:
-    case GX_OP_CONV:
-    case GX_OP_CONV_BW:
-    case GX_OP_SCATTER:
-    case GX_OP_NLL_LOSS: return 3;
-    case GX_OP_RMS_NORM_BW:
-    case GX_OP_SDPA: return 4;
-    case GX_OP_LAYER_NORM_BW:
-    case GX_OP_NLL_LOSS_BW: return 5;
-    case GX_OP_SDPA_BW: return 7;
-    case GX_OP_CAT:
-    case GX_OP_INDEX:
-    case GX_OP_INDEX_PUT: return -1;
-    default: return 1;
-  }
-}
-
 kiln_status_t gx_add(kiln_graph_t* g, const gx_spec* spec, int* out_vids) {
-  if (!g) return BADARG("kiln graph: NULL graph");
+  KILN_RETURN_IF_ERROR(gx_validate_spec(g, spec));
   gx_spec s = *spec;
-  if (s.op < 0 || s.op >= GX_OP_BUILD_COUNT) return BADARG("kiln graph: unknown op %d", s.op);
-  int want = expected_inputs(s.op);
-  if ((want >= 0 && s.n_in != want) || s.n_in < 0 || s.n_in > (1 << 20))
-    return BADARG("kiln_graph_%s: %d inputs, expected %d", gx_op_name(s.op), s.n_in, want);
-  if (s.n_i < 0 || s.n_i > GX_MAX_I) return BADARG("kiln graph: bad attribute count");
-  for (int k = 0; k < s.n_in; k++) {
-    if (s.in[k] == -1 && input_optional(s.op, k)) continue;
-    if (!gx_valid_vid(g, s.in[k]))
-      return BADARG("kiln_graph_%s: unknown value id %d (input %d)", gx_op_name(s.op), s.in[k], k);
-  }
   outs_t o;
   memset(&o, 0, sizeof o);
   KILN_RETURN_IF_ERROR(infer(g, &s, &o));
   for (int k = 0; k < o.n_out; k++) {
     if (!(o.present & (1u << k))) continue;
-    int64_t numel = 1;
-    for (int i = 0; i < o.ndim[k]; i++) {
-      int64_t d = o.shape[k][i];
-      if (d < 0 || (d > 0 && numel > (INT64_C(1) << 48) / d))
-        return BADARG("kiln_graph_%s: result shape too large", gx_op_name(s.op));
-      numel *= d;
+    int64_t numel;
+    if (!kiln_numel_capped(o.shape[k], o.ndim[k], KILN_NUMEL_MAX, &numel)) {
+      char b[200];
+      return BADARG("kiln_graph_%s: result shape %s is negative or too large (limit 2^48 elements)",
+                    gx_op_name(s.op), gx_fmt_shape(b, o.shape[k], o.ndim[k]));
     }
   }
   if (s.op == GX_OP_INPUT)

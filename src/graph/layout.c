@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "graph/graph_internal.h"
+#include "runtime/checked.h"
 
 int gx_view_strides(const int64_t* shape, const int64_t* strides, int ndim,
                     const int64_t* new_shape, int new_ndim, int64_t* new_strides) {
@@ -21,14 +22,18 @@ int gx_view_strides(const int64_t* shape, const int64_t* strides, int ndim,
   }
   int view_d = new_ndim - 1;
   int64_t chunk_base_stride = strides[ndim - 1];
-  int64_t tensor_numel = 1, view_numel = 1;
+  int64_t tensor_numel = 1, view_numel = 1, chunk_stride;
+  /* the shapes hold <= 2^48 elements; a stride product that overflows is not a view */
   for (int tensor_d = ndim - 1; tensor_d >= 0; tensor_d--) {
-    tensor_numel *= shape[tensor_d];
-    if (tensor_d == 0 ||
-        (shape[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (!kiln_mul_i64(tensor_numel, shape[tensor_d], &tensor_numel)) return 0;
+    if (tensor_d > 0 && shape[tensor_d - 1] != 1 &&
+        !kiln_mul_i64(tensor_numel, chunk_base_stride, &chunk_stride))
+      return 0;
+    if (tensor_d == 0 || (shape[tensor_d - 1] != 1 && strides[tensor_d - 1] != chunk_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
-        new_strides[view_d] = view_numel * chunk_base_stride;
-        view_numel *= new_shape[view_d];
+        if (!kiln_mul_i64(view_numel, chunk_base_stride, &new_strides[view_d]) ||
+            !kiln_mul_i64(view_numel, new_shape[view_d], &view_numel))
+          return 0;
         view_d--;
       }
       if (view_numel != tensor_numel) return 0;
@@ -73,8 +78,11 @@ int gx_layout_value(kiln_graph_t* g, int vid) {
     case GX_OP_SLICE: {
       int d = (int)n->i[0];
       memcpy(st, x->strides, sizeof(int64_t) * (size_t)x->ndim);
-      if (v->shape[d] > 0) off += n->i[1] * x->strides[d];
-      st[d] = x->strides[d] * n->i[3];
+      /* a window inside x's: start * stride and stride * step stay within the root's extent
+       * (numel <= 2^48) whenever the result has two or more elements along d */
+      if (v->shape[d] > 0 && !kiln_muladd_i64(n->i[1], x->strides[d], off, &off)) return 0;
+      st[d] = x->strides[d];
+      if (v->shape[d] > 1 && !kiln_mul_i64(x->strides[d], n->i[3], &st[d])) return 0;
       break;
     }
     case GX_OP_RESHAPE:

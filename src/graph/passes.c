@@ -6,9 +6,13 @@
 #include "graph/graph_internal.h"
 #include "kiln/dtype.h"
 #include "kiln/kernels/elementwise.h"
+#include "runtime/checked.h"
 
 #define FOLD_MAX_BYTES (16 << 20)
 #define FOLD_MIN_BYTES (64 << 10)
+/* elements a folded node may read through its (view) inputs: a reduction of full([2**40]) has a
+ * tiny constant root but would read 2^40 elements at compile time; it is left to run time */
+#define FOLD_MAX_READ (INT64_C(4) << 20)
 
 /* ---- order and uses -------------------------------------------------------------------------- */
 
@@ -264,22 +268,28 @@ static kiln_tensor_t layout_tensor(const kiln_graph_t* g, const gx_value* v, cha
 /* Tries to evaluate node `id`; returns 1 when it was replaced by constants. */
 static int try_fold(kiln_graph_t* g, int id, int* fwd) {
   gx_node* nd = &g->nodes[id];
-  int64_t in_bytes = 0, out_bytes = 0;
+  int64_t in_bytes = 0, out_bytes = 0, read = 0, b;
+  /* every value holds <= 2^48 elements of <= 8 bytes; the sums are checked all the same */
   for (int k = 0; k < nd->n_in; k++) {
     if (nd->in[k] < 0) continue;
     const gx_value* v = &g->values[nd->in[k]];
     if (!v->has_layout) return 0;
     const gx_value* r = &g->values[v->root];
     if (g->nodes[r->node].op != GX_OP_CONST) return 0;
-    in_bytes += r->numel * (int64_t)kiln_dtype_size((kiln_dtype_t)r->dtype);
+    if (!kiln_mul_i64(r->numel, (int64_t)kiln_dtype_size((kiln_dtype_t)r->dtype), &b) ||
+        !kiln_add_i64(in_bytes, b, &in_bytes) || !kiln_add_i64(read, v->numel, &read) ||
+        read > FOLD_MAX_READ)
+      return 0;
   }
   for (int k = 0; k < nd->n_out; k++) {
     if (nd->out[k] < 0) continue;
     const gx_value* v = &g->values[nd->out[k]];
-    out_bytes += v->numel * (int64_t)kiln_dtype_size((kiln_dtype_t)v->dtype);
+    if (!kiln_mul_i64(v->numel, (int64_t)kiln_dtype_size((kiln_dtype_t)v->dtype), &b) ||
+        !kiln_add_i64(out_bytes, b, &out_bytes) || out_bytes > FOLD_MAX_BYTES)
+      return 0;
   }
-  int64_t limit = 4 * in_bytes > FOLD_MIN_BYTES ? 4 * in_bytes : FOLD_MIN_BYTES;
-  if (out_bytes > FOLD_MAX_BYTES || out_bytes > limit) return 0;
+  int64_t limit = in_bytes > FOLD_MIN_BYTES / 4 ? 4 * in_bytes : FOLD_MIN_BYTES;
+  if (out_bytes > limit) return 0;
 
   kiln_tensor_t tin[64], tout[GX_MAX_OUT];
   kiln_tensor_t* pin[64];

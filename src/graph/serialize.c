@@ -2,7 +2,8 @@
  *
  * Layout (all integers little-endian):
  *   header   "KILNGRF\0" | u32 version | u32 compile flags | u64 payload bytes | u64 FNV-1a-64
- *            checksum of the payload
+ *            checksum of header bytes [8, 24) (version, flags, payload bytes) then the payload
+ *            (version 1, still read: of the payload only, so its flags were not covered)
  *   payload  u32 n_nodes | u32 n_outputs | u32 n_values
  *            per node: i32 op, sub, dtype, dtype2, n_in, n_i | i32 in[n_in] | i64 i[n_i] |
  *                      f64 f[8] | (CONST only) u64 n bytes, bytes
@@ -19,7 +20,8 @@
 #include "graph/graph_internal.h"
 
 #define KILN_FILE_MAGIC "KILNGRF"
-#define KILN_FILE_VERSION 1u
+#define KILN_FILE_VERSION 2u
+#define KILN_FILE_VERSION_V1 1u /* checksum over the payload only */
 #define HEADER_BYTES 32
 
 /* ---- writer ---------------------------------------------------------------------------------- */
@@ -66,8 +68,9 @@ static void put_f64(wbuf_t* w, double v) {
   put_u64(w, b);
 }
 
-static uint64_t fnv1a(const unsigned char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
+#define FNV_SEED 0xcbf29ce484222325ull
+
+static uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
   for (size_t i = 0; i < n; i++) {
     h ^= p[i];
     h *= 0x100000001b3ull;
@@ -118,7 +121,10 @@ kiln_status_t kiln_exec_save_buffer(const kiln_exec_t* e, void** out_data, size_
   put_u32(&h, KILN_FILE_VERSION);
   put_u32(&h, (uint32_t)e->flags);
   put_u64(&h, (uint64_t)(w.len - HEADER_BYTES));
-  put_u64(&h, fnv1a(w.p + HEADER_BYTES, w.len - HEADER_BYTES));
+  if (!h.oom) {
+    uint64_t sum = fnv1a(FNV_SEED, h.p + 8, 16);
+    put_u64(&h, fnv1a(sum, w.p + HEADER_BYTES, w.len - HEADER_BYTES));
+  }
   if (h.oom) {
     kiln_allocator_free(NULL, w.p);
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_save: out of memory");
@@ -197,15 +203,18 @@ static kiln_status_t parse(const unsigned char* data, size_t size, int* flags, k
   uint32_t fl = get_u32(&h);
   uint64_t plen = get_u64(&h);
   uint64_t sum = get_u64(&h);
-  if (version != KILN_FILE_VERSION)
-    return LOSS("kiln_exec_load: unsupported version %u (this library reads %u)", version,
-                KILN_FILE_VERSION);
+  if (version != KILN_FILE_VERSION && version != KILN_FILE_VERSION_V1)
+    return LOSS("kiln_exec_load: unsupported version %u (this library reads %u and %u)", version,
+                KILN_FILE_VERSION_V1, KILN_FILE_VERSION);
   if (plen != size - HEADER_BYTES)
     return LOSS("kiln_exec_load: payload is %zu bytes, header says %llu", size - HEADER_BYTES,
                 (unsigned long long)plen);
-  if (fnv1a(data + HEADER_BYTES, (size_t)plen) != sum)
+  uint64_t h0 = version == KILN_FILE_VERSION_V1 ? FNV_SEED : fnv1a(FNV_SEED, data + 8, 16);
+  if (fnv1a(h0, data + HEADER_BYTES, (size_t)plen) != sum)
     return LOSS("kiln_exec_load: checksum mismatch");
-  if (fl & ~0x1ffu) return LOSS("kiln_exec_load: unknown compile flags 0x%x", fl);
+  if (fl & ~(uint32_t)KILN_COMPILE_ALL_FLAGS)
+    return LOSS("kiln_exec_load: unknown compile flags 0x%x (this library defines 0x%x)",
+                fl & ~(uint32_t)KILN_COMPILE_ALL_FLAGS, (unsigned)KILN_COMPILE_ALL_FLAGS);
   *flags = (int)fl;
 
   rbuf_t r = {data + HEADER_BYTES, (size_t)plen, 0, 0};

@@ -19,6 +19,7 @@
 #include "kiln/kernels/conv.h"
 #include "kiln/kernels/gemm.h"
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
 
 /* Scratch budget per image chunk in floats; KILN_CONV_CHUNK_FLOATS overrides it (tests use 1 to
  * force one image per chunk). */
@@ -189,7 +190,8 @@ static kiln_status_t check_conv(const char* fn, const kiln_tensor_t* x, const ki
   g->O = w4->shape[0], g->kH = w4->shape[2], g->kW = w4->shape[3];
   g->sh = st[0], g->sw = st[1], g->ph = pd[0], g->pw = pd[1], g->dh = dl[0], g->dw = dl[1];
   g->G = groups;
-  if (groups < 1 || g->O % groups != 0 || w4->shape[1] * groups != g->C)
+  int64_t cw;
+  if (groups < 1 || g->O % groups != 0 || !kiln_mul_i64(w4->shape[1], groups, &cw) || cw != g->C)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
                       "%s: weight %s with groups=%lld does not fit x %s (need C = "
                       "weight.shape[1]*groups and O divisible by groups)",
@@ -197,16 +199,35 @@ static kiln_status_t check_conv(const char* fn, const kiln_tensor_t* x, const ki
   if (bias != NULL && (bias->ndim != 1 || bias->shape[0] != g->O))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: bias %s, expected [%lld]", fn,
                       shp(bias, b1, sizeof b1), (long long)g->O);
-  const int64_t eh = g->dh * (g->kH - 1) + 1, ew = g->dw * (g->kW - 1) + 1;
-  if (g->kH < 1 || g->kW < 1 || eh > g->H + 2 * g->ph || ew > g->W + 2 * g->pw)
+  /* dilated kernel extent and padded input size, checked: dilation and padding come from the
+   * caller unbounded */
+  int64_t eh, ew, hp, wp;
+  if (!kiln_muladd_i64(g->dh, g->kH - 1, 1, &eh) || !kiln_muladd_i64(g->dw, g->kW - 1, 1, &ew) ||
+      !kiln_muladd_i64(2, g->ph, g->H, &hp) || !kiln_muladd_i64(2, g->pw, g->W, &wp))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: dilation (%lld, %lld) or padding (%lld, %lld) overflows for x %s, "
+                      "weight %s", fn, (long long)g->dh, (long long)g->dw, (long long)g->ph,
+                      (long long)g->pw, shp(x, b1, sizeof b1), shp(w, b2, sizeof b2));
+  if (g->kH < 1 || g->kW < 1 || eh > hp || ew > wp)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
                       "%s: kernel %s (dilated %lldx%lld) does not fit x %s padded by (%lld, %lld)",
                       fn, shp(w, b1, sizeof b1), (long long)eh, (long long)ew,
                       shp(x, b2, sizeof b2), (long long)g->ph, (long long)g->pw);
-  g->oH = (g->H + 2 * g->ph - eh) / g->sh + 1;
-  g->oW = (g->W + 2 * g->pw - ew) / g->sw + 1;
+  g->oH = (hp - eh) / g->sh + 1;
+  g->oW = (wp - ew) / g->sw + 1;
   g->Cg = g->C / groups, g->Og = g->O / groups;
-  g->Kg = g->Cg * g->kH * g->kW, g->K = g->C * g->kH * g->kW, g->P = g->oH * g->oW;
+  const int64_t kdims[3] = {g->C, g->kH, g->kW}, pdims[2] = {g->oH, g->oW};
+  const int64_t odims[2] = {g->N, g->O};
+  int64_t n_out;
+  if (!kiln_numel_capped(kdims, 3, KILN_NUMEL_MAX, &g->K) ||
+      !kiln_numel_capped(pdims, 2, KILN_NUMEL_MAX, &g->P) ||
+      !kiln_numel_capped(odims, 2, KILN_NUMEL_MAX, &n_out) ||
+      !kiln_mul_i64(n_out, g->P, &n_out) || n_out > KILN_NUMEL_MAX)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: x %s with weight %s gives an output of %lldx%lld per plane: more than "
+                      "2^48 elements", fn, shp(x, b1, sizeof b1), shp(w, b2, sizeof b2),
+                      (long long)g->oH, (long long)g->oW);
+  g->Kg = g->Cg * g->kH * g->kW; /* <= K, checked just above */
   if (y == NULL) return KILN_OK;
   as_4d(y, y4);
   if (y->ndim != x->ndim || y4->shape[0] != g->N || y4->shape[1] != g->O ||

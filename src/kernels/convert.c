@@ -8,14 +8,13 @@
 
 #include "kernels/ew_internal.h"
 #include "kernels/half.h"
+#include "runtime/checked.h"
 
 /* x86 cvttss2si/cvttsd2si: truncation, INT_MIN for NaN and out-of-range values. */
 static inline int32_t cvtt_i32(double v) {
   return (v > -2147483649.0 && v < 2147483648.0) ? (int32_t)v : INT32_MIN;
 }
-static inline int64_t cvtt_i64(double v) {
-  return (v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? (int64_t)v : INT64_MIN;
-}
+static inline int64_t cvtt_i64(double v) { return kiln_f64_to_i64_cvtt(v); }
 
 /* Loads: floats as double (kind F), integers and bool as int64 (kind I). */
 #define ld_F32(p) ((double)*(const float*)(p))

@@ -7,6 +7,7 @@
 #include "kernels/half.h"
 #include "kernels/index_internal.h"
 #include "kiln/kernels/elementwise.h"
+#include "runtime/checked.h"
 
 /* Builds the coalesced row-major walk (see index_internal.h). */
 void kiln_idx_nd_init(ki_nd_t* w, int nd, const int64_t* shape, int nops,
@@ -172,11 +173,7 @@ static inline float ld_bf16(const char* p) {
 }
 static inline void st_bf16(char* p, float v) { uint16_t h = kiln_f32_to_bf16(v); memcpy(p, &h, 2); }
 
-/* double -> int64 like x86 cvttsd2si: NaN and out-of-range give INT64_MIN. */
-static int64_t d2i64(double v) {
-  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return INT64_MIN;
-  return (int64_t)v;
-}
+#define d2i64 kiln_f64_to_i64_cvtt /* runtime/checked.h: NaN, out of range -> INT64_MIN */
 
 #define KI_ELEM_LOOP(A, LD, ST, EXPR)                             \
   for (int64_t k = 0; k < n; k++) {                               \

@@ -15,6 +15,7 @@
 #include "kernels/cnn_util.h"
 #include "kiln/kernels/conv.h"
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
 
 enum { POOL_MAX = 0, POOL_AVG = 1, POOL_ADAPT = 2 };
 
@@ -50,8 +51,9 @@ static inline void avg_win(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n
   *b = imin(hi, n);
 }
 
+/* full: the padded window's size, a product taken in double (huge kernels must not wrap) */
 static inline double avg_div(const pool_ctx_t* c, int64_t ph0, int64_t ph1, int64_t pw0,
-                             int64_t pw1, int64_t full) {
+                             int64_t pw1, double full) {
   if (c->divisor) return (double)c->divisor;
   return c->count_include_pad ? (double)full : (double)((ph1 - ph0) * (pw1 - pw0));
 }
@@ -67,8 +69,8 @@ static inline double avg_div(const pool_ctx_t* c, int64_t ph0, int64_t ph1, int6
           int64_t h0 = oh * c->sh - c->ph, w0 = ow * c->sw - c->pw;                              \
           const int64_t h1 = imin(h0 + (c->kh - 1) * c->dh + 1, c->H);                           \
           const int64_t w1 = imin(w0 + (c->kw - 1) * c->dw + 1, c->W);                           \
-          while (h0 < 0) h0 += c->dh;                                                            \
-          while (w0 < 0) w0 += c->dw;                                                            \
+          if (h0 < 0) h0 += (-h0 + c->dh - 1) / c->dh * c->dh; /* first tap inside */           \
+          if (w0 < 0) w0 += (-w0 + c->dw - 1) / c->dw * c->dw;                                   \
           int64_t mi = h0 * c->W + w0;                                                           \
           T mv = -(T)INFINITY;                                                                   \
           for (int64_t h = h0; h < h1; h += c->dh)                                               \
@@ -84,7 +86,7 @@ static inline double avg_div(const pool_ctx_t* c, int64_t ph0, int64_t ph1, int6
           if (c->kind == POOL_AVG) {                                                             \
             avg_win(oh, c->sh, c->ph, c->kh, c->H, &h0, &h1, &fh);                               \
             avg_win(ow, c->sw, c->pw, c->kw, c->W, &w0, &w1, &fw);                               \
-            div = avg_div(c, h0, h1, w0, w1, fh * fw);                                           \
+            div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                                           \
           } else {                                                                               \
             h0 = oh * c->H / c->oH, h1 = ((oh + 1) * c->H + c->oH - 1) / c->oH;                  \
             w0 = ow * c->W / c->oW, w1 = ((ow + 1) * c->W + c->oW - 1) / c->oW;                  \
@@ -121,7 +123,7 @@ static inline double avg_div(const pool_ctx_t* c, int64_t ph0, int64_t ph1, int6
         if (c->kind == POOL_AVG) {                                                               \
           avg_win(oh, c->sh, c->ph, c->kh, c->H, &h0, &h1, &fh);                                 \
           avg_win(ow, c->sw, c->pw, c->kw, c->W, &w0, &w1, &fw);                                 \
-          div = avg_div(c, h0, h1, w0, w1, fh * fw);                                             \
+          div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                                             \
         } else {                                                                                 \
           h0 = oh * c->H / c->oH, h1 = ((oh + 1) * c->H + c->oH - 1) / c->oH;                    \
           w0 = ow * c->W / c->oW, w1 = ((ow + 1) * c->W + c->oW - 1) / c->oW;                    \
@@ -210,7 +212,12 @@ static kiln_status_t pool_run(pool_ctx_t* c, const char* fn) {
     if (c->stage == NULL)
       return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "%s: cannot allocate staging", fn);
   }
-  int64_t work = c->oH * c->oW * (c->kind == POOL_ADAPT ? 1 : c->kh * c->kw) + c->H * c->W;
+  /* a cost estimate only: saturates (kernel sizes are bounded by the padded input, not int64) */
+  int64_t work;
+  if (!kiln_mul_i64(c->oH * c->oW, c->kind == POOL_ADAPT ? 1 : c->kh, &work) ||
+      !kiln_mul_i64(work, c->kind == POOL_ADAPT ? 1 : c->kw, &work) ||
+      !kiln_add_i64(work, c->H * c->W, &work))
+    work = INT64_MAX;
   int64_t grain = 32768 / (work > 0 ? work : 1);
   kiln_parallel_for(planes, grain > 1 ? grain : 1, pool_range, c);
   free(c->stage);
@@ -250,12 +257,17 @@ static kiln_status_t check_out(const char* fn, const char* name, const kiln_tens
   return KILN_OK;
 }
 
-/* Output size along one axis as ATen's pooling_output_shape; -1 if a parameter is bad. */
+/* Output size along one axis as ATen's pooling_output_shape; -1 if a parameter is bad or the
+ * formula overflows (huge dilation, stride or input size: no valid output either way). */
 static int64_t out_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, int ceil_mode) {
   if (k < 1 || s < 1 || d < 1 || p < 0 || p > k / 2) return -1;
-  int64_t num = n + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil_mode && (o - 1) * s >= n + p) o--;
+  int64_t num, ext, o, last;
+  /* num = n + 2p - d(k-1) - 1 (+ s-1 in ceil mode) */
+  if (!kiln_muladd_i64(2, p, n, &num) || !kiln_muladd_i64(d, k - 1, 1, &ext) ||
+      !kiln_sub_i64(num, ext, &num) || !kiln_add_i64(num, ceil_mode ? s - 1 : 0, &num))
+    return -1;
+  o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (!kiln_mul_i64(o - 1, s, &last) || last >= n + p)) o--;
   return o;
 }
 

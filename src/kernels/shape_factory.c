@@ -8,6 +8,7 @@
 #include "kernels/half.h"
 #include "kernels/index_internal.h"
 #include "kiln/kernels/elementwise.h"
+#include "runtime/checked.h"
 
 typedef struct fac_ctx {
   char* out;
@@ -21,10 +22,7 @@ typedef struct fac_ctx {
 static float h16(float v) { return kiln_f16_to_f32(kiln_f32_to_f16(v)); }
 static float hb16(float v) { return kiln_bf16_to_f32(kiln_f32_to_bf16(v)); }
 
-static int64_t d2i64(double v) {
-  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return INT64_MIN;
-  return (int64_t)v;
-}
+#define d2i64 kiln_f64_to_i64_cvtt /* runtime/checked.h: NaN, out of range -> INT64_MIN */
 
 static void store_int(char* p, kiln_dtype_t dt, int64_t v) {
   switch (dt) {
@@ -136,8 +134,10 @@ kiln_status_t kiln_kernel_arange(kiln_tensor_t* out, double start, double step) 
     c.step = step;
   } else {
     c.kind = 1;
-    c.istart = d2i64(start);
-    c.istep = d2i64(step);
+    if (!kiln_f64_to_i64(start, &c.istart) || !kiln_f64_to_i64(step, &c.istep))
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                        "arange: start %g / step %g is not a finite int64 value for a %s result",
+                        start, step, kiln_dtype_name(out->dtype));
   }
   fac_run(&c, out);
   return KILN_OK;
@@ -177,8 +177,12 @@ kiln_status_t kiln_kernel_linspace(kiln_tensor_t* out, double start, double end)
   c.end = end;
   c.steps = n;
   if (!kiln_dtype_is_float(out->dtype)) { /* integer start/end in the dtype, kept in istart/istep */
-    c.istart = wrap_to(out->dtype, d2i64(start));
-    c.istep = wrap_to(out->dtype, d2i64(end));
+    if (!kiln_f64_to_i64(start, &c.istart) || !kiln_f64_to_i64(end, &c.istep))
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                        "linspace: start %g / end %g is not a finite int64 value for a %s result",
+                        start, end, kiln_dtype_name(out->dtype));
+    c.istart = wrap_to(out->dtype, c.istart);
+    c.istep = wrap_to(out->dtype, c.istep);
   }
   fac_run(&c, out);
   return KILN_OK;

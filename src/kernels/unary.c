@@ -8,6 +8,7 @@
 #endif
 #include "kernels/ew_internal.h"
 #include "kernels/ew_math.h"
+#include "runtime/checked.h"
 
 /* Parameters converted once per call. */
 typedef struct {
@@ -26,9 +27,10 @@ static un_params_t prep(const kiln_ew_args_t* g) {
   p.hi = g->up.max;
   p.has_lo = g->up.has_min;
   p.has_hi = g->up.has_max;
-  p.ilo = p.has_lo ? (p.lo >= 9.2e18 ? INT64_MAX : p.lo <= -9.2e18 ? INT64_MIN : (int64_t)p.lo) : 0;
-  p.ihi = p.has_hi ? (p.hi >= 9.2e18 ? INT64_MAX : p.hi <= -9.2e18 ? INT64_MIN : (int64_t)p.hi) : 0;
-  p.iexp = (p.alpha >= 0 && p.alpha < 9.2e18) ? (int64_t)p.alpha : 0;
+  /* NaN bounds are rejected for integer clamps (kiln_unary_desc); the 0 below is never used */
+  p.ilo = p.has_lo ? kiln_f64_to_i64_sat(p.lo, 0) : 0;
+  p.ihi = p.has_hi ? kiln_f64_to_i64_sat(p.hi, 0) : 0;
+  p.iexp = p.alpha >= 0 ? kiln_f64_to_i64_sat(p.alpha, 0) : 0;
   return p;
 }
 
@@ -253,6 +255,11 @@ kiln_status_t kiln_unary_desc(kiln_unary_op_t op, const kiln_unary_params_t* p,
   d.round_out = d.out_type == KILN_DTYPE_F32 && it != compute;
   if (needs_params) d.args.up = *p;
   if (op == KILN_UNARY_CLAMP) {
+    const int nan_bound = (p->has_min && isnan(p->min)) || (p->has_max && isnan(p->max));
+    if (nan_bound && !kiln_dtype_is_float(compute))
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                        "clamp: a NaN bound (min %g, max %g) has no %s value", p->min, p->max,
+                        kiln_dtype_name(compute));
     d.args.up.min = round_to(p->min, compute);
     d.args.up.max = round_to(p->max, compute);
   }

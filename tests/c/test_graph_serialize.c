@@ -31,6 +31,18 @@ static kiln_graph_t* build(float* w1, float* b1, float* w2) {
   return g;
 }
 
+/* Recomputes the checksum of a version-2 file: FNV-1a-64 over header bytes [8, 24) (version,
+ * flags, payload size), then the payload. */
+static void fix_checksum(unsigned char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 8; i < n; i++) {
+    if (i == 24) i = 32;
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  for (int i = 0; i < 8; i++) p[24 + i] = (unsigned char)(h >> (8 * i));
+}
+
 KT_TEST(round_trip_file_and_buffer) {
   float* w1 = gt_randf(160);
   float* b1 = gt_randf(16);
@@ -116,12 +128,7 @@ KT_TEST(corrupt_files_rejected) {
    * node's op code and fix up the checksum */
   memcpy(copy, buf, n);
   copy[32 + 12] = 77; /* node 0 op */
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 32; i < n; i++) {
-    h ^= copy[i];
-    h *= 0x100000001b3ull;
-  }
-  for (int i = 0; i < 8; i++) copy[24 + i] = (unsigned char)(h >> (8 * i));
+  fix_checksum(copy, n);
   KT_FAILS(KILN_ERROR_DATA_LOSS, kiln_exec_load_buffer(copy, n, &bad));
   KT_CHECK(bad == NULL);
   /* trailing garbage */
@@ -144,15 +151,6 @@ KT_TEST(corrupt_files_rejected) {
   free(w1);
   free(b1);
   free(w2);
-}
-
-static void fix_checksum(unsigned char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 32; i < n; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  for (int i = 0; i < 8; i++) p[24 + i] = (unsigned char)(h >> (8 * i));
 }
 
 static int64_t info_bytes(kiln_exec_t* e, int out, int i) {
