@@ -3,6 +3,7 @@
 
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "runtime/checked.h"
 
 size_t kiln_dtype_size(kiln_dtype_t dtype) {
   switch (dtype) {
@@ -57,7 +58,9 @@ int kiln_tensor_init_contiguous(kiln_tensor_t* t, void* data, kiln_dtype_t dtype
                         (long long)shape[i], (int)i);
     t->shape[i] = shape[i];
     t->strides[i] = stride;
-    stride *= shape[i] ? shape[i] : 1;
+    if (!kiln_mul_i64(stride, shape[i] ? shape[i] : 1, &stride))
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "tensor shape too large: strides overflow "
+                        "int64");
   }
   return KILN_OK;
 }

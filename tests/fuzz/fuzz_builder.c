@@ -47,6 +47,7 @@ static int val(dec_t* d) {
   if (b == FB_NONE) return -1;
   return d->nv ? d->vals[b % d->nv] : b; /* no values yet: an unknown id */
 }
+/* s has room for 10 dims: rank 9 (invalid) reaches the builder's rank check */
 static int shape(dec_t* d, int64_t* s) {
   int nd = u8(d);
   if (nd > 8) nd %= 10;
@@ -74,7 +75,7 @@ static int64_t numel_of(int ndim, const int64_t* s) {
 /* FB_CONSTANT: data per the fill byte (see fuzz_builder_ops.h). */
 static kiln_status_t constant(dec_t* d, int* out) {
   int dtype = dt(d);
-  int64_t s[8];
+  int64_t s[10];
   int nd = shape(d, s);
   int fill = u8(d);
   for (int i = 0; i < nd; i++)
@@ -125,7 +126,7 @@ static kiln_status_t constant(dec_t* d, int* out) {
 /* Decodes and applies one record. Results go to r[0..3) (-1 = none). */
 static kiln_status_t step(dec_t* d, int op, int* r) {
   kiln_graph_t* g = d->g;
-  int64_t s[8], a2[2], b2[2], c2[2], e2[2];
+  int64_t s[10], a2[2], b2[2], c2[2], e2[2];
   switch (op) {
     case FB_INPUT: {
       int dtype = dt(d), nd = shape(d, s);

@@ -158,7 +158,7 @@ static void dumps(const kiln_exec_t* e) {
   if (kiln_exec_dump_svg(e, NULL, 0, &need) != KILN_OK || need == 0) kf_fail("kiln_exec_dump_svg");
 }
 
-void kf_exercise(kiln_exec_t* e, uint64_t seed) {
+int kf_exercise(kiln_exec_t* e, uint64_t seed) {
   dumps(e);
   kiln_exec_stats_t stats;
   if (kiln_exec_stats(e, &stats) != KILN_OK) kf_fail("kiln_exec_stats");
@@ -207,4 +207,5 @@ done:
     free(ref);
     free_bufs(&b);
   }
+  return can_run ? (int)st_ref : -1;
 }

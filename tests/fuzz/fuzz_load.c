@@ -1,7 +1,7 @@
 /* fuzz_load.c - libFuzzer harness for the .kiln loader (kiln_exec_load_buffer).
  *
  * The input is loaded as it is, and again with the header's payload length and checksum
- * recomputed (a mutated payload would otherwise almost always stop at the checksum and never
+ * recomputed (as serialize.c defines them for version 1 and later) (a mutated payload would otherwise almost always stop at the checksum and never
  * reach the node validation, the compiler or the plan check). A program that loads is then
  * dumped, run on bounded inputs and round-tripped through save/load (fuzz_common.c).
  */
@@ -23,8 +23,9 @@ static void put_u64(unsigned char* p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static uint64_t fnv1a(const unsigned char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
+#define FNV_SEED 0xcbf29ce484222325ull
+
+static uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
   for (size_t i = 0; i < n; i++) {
     h ^= p[i];
     h *= 0x100000001b3ull;
@@ -33,7 +34,7 @@ static uint64_t fnv1a(const unsigned char* p, size_t n) {
 }
 
 static uint64_t seed_of(const uint8_t* data, size_t size) {
-  return fnv1a(data, size < 256 ? size : 256) ^ size;
+  return fnv1a(FNV_SEED, data, size < 256 ? size : 256) ^ size;
 }
 
 static void load_and_exercise(const uint8_t* data, size_t size) {
@@ -57,7 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!fixed) return 0;
   memcpy(fixed, data, size);
   put_u64(fixed + 16, (uint64_t)(size - HEADER_BYTES));
-  put_u64(fixed + 24, fnv1a(fixed + HEADER_BYTES, size - HEADER_BYTES));
+  /* version 1 sums the payload; later versions header bytes [8, 24) and then the payload */
+  uint64_t h = fixed[8] == 1 && !fixed[9] && !fixed[10] && !fixed[11]
+                   ? FNV_SEED : fnv1a(FNV_SEED, fixed + 8, 16);
+  put_u64(fixed + 24, fnv1a(h, fixed + HEADER_BYTES, size - HEADER_BYTES));
   if (memcmp(fixed, data, HEADER_BYTES) != 0) load_and_exercise(fixed, size);
   free(fixed);
   return 0;

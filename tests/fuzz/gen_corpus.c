@@ -212,7 +212,7 @@ static void output(prog_t* p, int v) {
   B(p, v);
 }
 
-/* ---- the programs --------------------------------------------------------------------------- */
+/* ---- the programs (a value used by a record of raw B() calls is made before the record) -------------------------------------------------------------------------- */
 
 /* y = softmax(gelu(x @ W1 + b1) @ W2 + 0.5), and the hidden activation */
 static void mlp(prog_t* p, int flags) {
@@ -362,8 +362,9 @@ static void reductions(prog_t* p) {
   output(p, reduce(p, KILN_REDUCE_NORM, x, 0, 0, 2, F32));
   int pos = binary(p, KILN_BINARY_GT, x, scalar(p, 0, F32), BOOL);
   output(p, reduce(p, KILN_REDUCE_ANY, pos, 6, 0, 0, BOOL));
+  int pos64 = cast(p, pos, I64);
   B(p, FB_SCAN);
-  B(p, 1), B(p, cast(p, pos, I64)), B(p, 1), B(p, I64);
+  B(p, 1), B(p, pos64), B(p, 1), B(p, I64);
   output(p, made(p, 1));
   output(p, reduce(p, KILN_REDUCE_MEAN, unary(p, KILN_UNARY_SQUARE, x, F32), 6, 1, 0, F32));
 }
@@ -398,8 +399,9 @@ static void indexing(prog_t* p) {
   B(p, x), B(p, 0), B(p, (int8_t)-1);
   int row = made(p, 1);
   output(p, binary(p, KILN_BINARY_MUL, expand(p, reshape(p, row, 2, 1, 6), 2, 4, 6), x, F32));
+  int cond = binary(p, KILN_BINARY_GT, x, scalar(p, 0, F32), BOOL), zero = scalar(p, 0, F32);
   B(p, FB_WHERE);
-  B(p, binary(p, KILN_BINARY_GT, x, scalar(p, 0, F32), BOOL)), B(p, x), B(p, scalar(p, 0, F32));
+  B(p, cond), B(p, x), B(p, zero);
   output(p, made(p, 1));
 }
 
@@ -543,7 +545,12 @@ int main(int argc, char** argv) {
     }
     kiln_graph_destroy(g);
     if (!e) continue;
-    kf_exercise(e, 1);
+    int ran = kf_exercise(e, 1);
+    if (ran != KILN_OK) {
+      fprintf(stderr, "gen_corpus: %s does not run: %s\n", programs[i].name,
+              ran < 0 ? "too big" : kiln_status_message());
+      bad = 1;
+    }
     char path[1024];
     snprintf(path, sizeof path, "%s/fuzz_builder/%s.bin", argv[1], programs[i].name);
     if (!write_file(path, p.b, p.n)) {
