@@ -4,12 +4,17 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 BUILD := build
 ASAN_BUILD := build-asan
+FUZZ_BUILD := build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_HARNESSES ?= fuzz_load fuzz_builder
+# per-input limits: a slow or memory-hungry input is a finding (tests/fuzz/README.md)
+FUZZ_OPTS ?= -rss_limit_mb=2048 -timeout=20 -max_len=65536 -print_final_stats=1
 JOBS ?= $(shell nproc)
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 STAMP_VENV := $(VENV)/.kiln-venv-stamp
 STAMP_PKG := $(VENV)/.kiln-pkg-stamp
 
-.PHONY: all venv build test test-c test-asan test-py demo bench clean
+.PHONY: all venv build test test-c test-asan test-py demo bench fuzz clean
 
 all: build
 
@@ -41,6 +46,24 @@ test-py: build
 
 test: test-c test-asan test-py
 
+# Time-boxed libFuzzer runs (clang; not part of `make test`, which replays the corpora instead):
+# each harness for FUZZ_SECONDS, new inputs kept in $(FUZZ_BUILD)/corpus/<harness>, crashes in
+# $(FUZZ_BUILD)/artifacts/<harness>/.
+fuzz: $(STAMP_VENV)
+	@command -v clang >/dev/null || { echo "make fuzz needs clang and libFuzzer (apt-get install clang libclang-rt-dev)"; exit 1; }
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G "$(GEN)" \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_HARNESSES)
+	@for h in $(FUZZ_HARNESSES); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$h $(FUZZ_BUILD)/artifacts/$$h || exit 1; \
+	  dict=; test -f tests/fuzz/$$h.dict && dict=-dict=tests/fuzz/$$h.dict; \
+	  regr=; test -d tests/fuzz/regressions/$$h && regr=tests/fuzz/regressions/$$h; \
+	  echo "== $$h: $(FUZZ_SECONDS) s"; \
+	  KILN_NUM_THREADS=1 $(FUZZ_BUILD)/$$h -max_total_time=$(FUZZ_SECONDS) $(FUZZ_OPTS) $$dict \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$h/ $(FUZZ_BUILD)/corpus/$$h tests/fuzz/corpus/$$h $$regr \
+	    || exit 1; \
+	done
+
 demo: build
 	$(VPY) demo/demo.py
 
@@ -48,4 +71,4 @@ bench: build
 	$(VPY) bench/run.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) torch_kiln/*.so
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) torch_kiln/*.so

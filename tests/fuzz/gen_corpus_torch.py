@@ -1,0 +1,59 @@
+"""Adds .kiln programs made by torch.compile(backend="kiln") to the fuzz_load seed corpus.
+
+A tiny TinyLlama training step (forward + backward) and a SmallCNN training step (the models of
+tests/python/models.py, on CPU tensors) are compiled; every kiln program the backend built is
+saved with kiln_exec_save as <out>/torch_<model>_<k>.kiln. Files over --max-kb are skipped so
+the corpus stays small.
+
+    KILN_LIB=$PWD/torch_kiln/libkiln.so .venv/bin/python tests/fuzz/gen_corpus_torch.py \
+        tests/fuzz/corpus/fuzz_load
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch._dynamo
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import torch_kiln  # noqa: E402,F401
+from torch_kiln.compile import compiled_programs  # noqa: E402
+from torch_kiln.compile._capi import lib  # noqa: E402
+
+from models import LlamaConfig, SmallCNN, TinyLlama  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--max-kb", type=int, default=48)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab=32, dim=16, layers=1, heads=2, ffn=32, seq=8)
+    llama = TinyLlama(cfg)
+    tokens = torch.randint(0, cfg.vocab, (2, cfg.seq))
+    cnn = SmallCNN()
+    images = torch.randn(2, 3, 16, 16)
+    labels = torch.randint(0, 10, (2,))
+    runs = [("llama", llama.loss, (tokens, tokens)),
+            ("cnn", lambda x, y: torch.nn.functional.cross_entropy(cnn(x), y), (images, labels))]
+    for name, fn, args in runs:
+        torch._dynamo.reset()
+        first = len(compiled_programs)
+        torch.compile(fn, backend="kiln", dynamic=False)(*args).backward()  # forward + backward
+        for k, prog in enumerate(compiled_programs[first:]):
+            if not prog.exec:
+                continue
+            path = os.path.join(a.out, f"torch_{name}_{k}.kiln")
+            if lib.kiln_exec_save(prog.exec, path.encode()) != 0:
+                raise RuntimeError(f"kiln_exec_save failed for {path}")
+            kb = os.path.getsize(path) / 1024
+            if kb > a.max_kb:
+                os.remove(path)
+                print(f"skipped {path}: {kb:.0f} KB")
+            else:
+                print(f"wrote {path}: {kb:.1f} KB")
+
+
+if __name__ == "__main__":
+    main()
