@@ -1,0 +1,588 @@
+"""Differential bad-input suite: generated probes over the op surface, each run on kiln and on CPU.
+
+Every probe must end the same way on both devices: the same exception kind, or the same result
+(dtype, shape, values; NaN/inf positions included). The rule and the tolerances are in
+differential.py. Probes come from seeded generators (random.Random per family, torch.Generator
+per input), so the set is fixed: the same ids and inputs on every run. Each family mixes valid
+input with bad input: wrong shapes, bad dims, out-of-range indices and scalars, wrong dtypes,
+wrong-length masks, 0-size, non-contiguous / expanded / transposed / offset views, NaN and inf.
+
+Families: unary, binary (tensor-tensor, tensor-scalar, alpha, in place, out=), ternary (where,
+addcmul/addcdiv, lerp, clamp), fill (fill_/full/full_like/zero_/masked_fill), reductions,
+indexing (getitem), index_put (setitem), scatter/gather/index_*, shape ops, matmul, sort/topk.
+Ops without a native kiln kernel run on the CPU fallback and are probed too.
+"""
+import math
+import random
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_kiln  # noqa: F401
+from differential import DTYPES, FLOATS, INTS, LAYOUTS, SCALARS, Case, Spec, check
+
+warnings.filterwarnings("ignore", message="kiln: .* has no native kiln kernel")
+warnings.filterwarnings("ignore", message=".*indexing with dtype torch.uint8.*")
+warnings.filterwarnings("ignore", message=".*Use of index_put_ on expanded tensors.*")
+warnings.filterwarnings("ignore", message=".*Use of masked_fill_ on expanded tensors.*")
+warnings.filterwarnings("ignore", message=".*An output with one or more elements was resized.*")
+
+SHAPES = [(), (0,), (5,), (3, 4), (2, 3, 4), (4, 0, 3), (1, 5), (2, 1, 3)]
+CASES = []
+_seed = [0]
+
+
+def add(id_, fn, *inputs, tol=1.0):
+    CASES.append(Case(f"{len(CASES):04d}-{id_}", fn, list(inputs), tol))
+
+
+def spec(shape, dtype=torch.float32, layout="contig", values="normal", lo=0, hi=1, cpu=False):
+    _seed[0] += 1
+    return Spec(tuple(shape), dtype, layout, values, lo, hi, _seed[0], cpu)
+
+
+def rand_spec(r, shape=None, dtypes=DTYPES, layouts=LAYOUTS, special=0.3):
+    shape = shape if shape is not None else r.choice(SHAPES)
+    dt = r.choice(dtypes)
+    vals = "special" if dt.is_floating_point and r.random() < special else "normal"
+    return spec(shape, dt, r.choice(layouts), vals)
+
+
+def dtn(dt):
+    return str(dt).replace("torch.", "")
+
+
+# ---- unary -----------------------------------------------------------------------------------
+
+TRANSCENDENTAL = {
+    "exp": torch.exp, "expm1": torch.expm1, "log": torch.log, "log1p": torch.log1p, "log2": torch.log2,
+    "log10": torch.log10, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos,
+    "tan": torch.tan, "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh,
+    "cosh": torch.cosh, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf, "erfc": torch.erfc,
+    "silu": F.silu, "mish": F.mish, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "softplus": F.softplus, "elu": F.elu, "reciprocal": torch.reciprocal,
+}
+EXACT_UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
+    "trunc": torch.trunc, "sign": torch.sign, "bitwise_not": torch.bitwise_not,
+    "logical_not": torch.logical_not, "relu": torch.relu, "hardsigmoid": F.hardsigmoid,
+    "hardswish": F.hardswish, "leaky_relu": F.leaky_relu, "isnan": torch.isnan, "isinf": torch.isinf,
+    "isfinite": torch.isfinite, "isposinf": torch.isposinf, "isneginf": torch.isneginf,
+    "square": torch.square, "frac": torch.frac, "clone": torch.clone, "contiguous": lambda x: x.contiguous(),
+    "sgn": torch.sgn, "relu6": F.relu6, "hardtanh": F.hardtanh, "neg_": lambda x: x.neg_(),
+    "exp_": lambda x: x.exp_(), "abs_": lambda x: x.abs_(), "sqrt_": lambda x: x.sqrt_(),
+    "round_dec": lambda x: torch.round(x, decimals=1), "nan_to_num": torch.nan_to_num,
+}
+
+
+def gen_unary():
+    r = random.Random("unary")
+    for name, fn in list(TRANSCENDENTAL.items()) + list(EXACT_UNARY.items()):
+        tol = 10.0 if name in TRANSCENDENTAL else 1.0
+        for _ in range(4):
+            s = rand_spec(r)
+            add(f"unary-{name}-{s!r}", fn, s, tol=tol)
+    # casts between every pair of dtypes (values representable in the target where integral)
+    r = random.Random("cast")
+    for src in DTYPES:
+        for dst in DTYPES:
+            s = spec(r.choice(SHAPES[2:5]), src, r.choice(LAYOUTS), "normal")
+            add(f"cast-{dtn(src)}-{dtn(dst)}-{s!r}", lambda x, d=dst: x.to(d), s)
+        if src.is_floating_point:
+            s = spec((3, 5), src, "contig", "special")
+            add(f"cast-special-{dtn(src)}-f32/f64", lambda x: (x.float(), x.double(), x.half()), s)
+
+
+# ---- binary ----------------------------------------------------------------------------------
+
+BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "remainder": torch.remainder, "fmod": torch.fmod, "floor_divide": torch.floor_divide,
+    "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
+    "bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+    "logical_and": torch.logical_and, "logical_or": torch.logical_or, "logical_xor": torch.logical_xor,
+    "hypot": torch.hypot, "copysign": torch.copysign, "fmax": torch.fmax, "fmin": torch.fmin,
+    "xlogy": torch.xlogy,
+}
+LOOSE_BINARY = {"div", "pow", "atan2", "hypot", "xlogy", "remainder", "fmod", "div_floor"}
+SHAPE_PAIRS = [((3, 4), (4,)), ((3, 1), (1, 4)), ((2, 3, 4), (3, 1)), ((), (3,)), ((0, 3), (1, 3)),
+               ((5,), (5,)), ((2, 3), ()), ((4, 1, 2), (3, 1)),
+               # invalid broadcasts
+               ((3,), (4,)), ((2, 3), (3, 2)), ((0,), (2,)), ((2, 3, 4), (2, 4))]
+
+
+def gen_binary():
+    r = random.Random("binary")
+    for name, fn in BINARY.items():
+        tol = 10.0 if name in LOOSE_BINARY else 1.0
+        for _ in range(7):
+            sa, sb = r.choice(SHAPE_PAIRS)
+            if r.random() < 0.5:
+                sa, sb = sb, sa
+            a, b = rand_spec(r, sa), rand_spec(r, sb)
+            add(f"binary-{name}-{a!r}-{b!r}", fn, a, b, tol=tol)
+    # integer division by zero, NaN arithmetic
+    for dt in INTS:
+        for name in ("div_floor", "div_trunc", "remainder", "fmod", "floor_divide"):
+            a = spec((6,), dt)
+            add(f"intdiv0-{name}-{dtn(dt)}", lambda x, f=BINARY[name]: f(x, torch.zeros_like(x)), a)
+    # tensor-scalar (also scalar-tensor through python operators)
+    r = random.Random("binary-scalar")
+    for name in ("add", "sub", "mul", "div", "remainder", "fmod", "pow", "eq", "lt", "ge", "ne",
+                 "bitwise_and", "floor_divide", "maximum_s", "div_floor"):
+        fn = BINARY.get(name) or (lambda a, s: torch.clamp(a, min=s))
+        for _ in range(6):
+            a = rand_spec(r, r.choice(SHAPES[:5]))
+            s = r.choice(SCALARS)
+            tol = 10.0 if name in LOOSE_BINARY else 1.0
+            add(f"scalar-{name}-{a!r}-{s!r}", lambda x, s=s, f=fn: f(x, s), a, tol=tol)
+    for op in ("__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rpow__", "__rfloordiv__"):
+        for _ in range(4):
+            a = rand_spec(r, (2, 3))
+            s = r.choice(SCALARS)
+            add(f"rscalar-{op}-{a!r}-{s!r}", lambda x, s=s, op=op: getattr(x, op)(s), a, tol=10.0)
+    # alpha (checked against the result dtype by CPU)
+    for _ in range(30):
+        dt = r.choice(DTYPES)
+        a, b = spec((2, 3), dt), spec((2, 3), dt)
+        al = r.choice(SCALARS)
+        op = r.choice(["add", "sub"])
+        add(f"alpha-{op}-{dtn(dt)}-{al!r}", lambda x, y, al=al, op=op: getattr(torch, op)(x, y, alpha=al), a, b)
+    # in place: result type and shape must fit self; expanded self is an overlap error
+    for _ in range(40):
+        sa, sb = r.choice(SHAPE_PAIRS)
+        a, b = rand_spec(r, sa), rand_spec(r, sb)
+        op = r.choice(["add_", "sub_", "mul_", "div_", "maximum", "bitwise_and_", "eq_", "pow_"])
+        fn = (lambda x, y: torch.maximum(x, y, out=x)) if op == "maximum" else (lambda x, y, op=op: getattr(x, op)(y))
+        add(f"inplace-{op}-{a!r}-{b!r}", fn, a, b, tol=10.0)
+    # out= with wrong dtype / shape
+    for _ in range(20):
+        a, b = rand_spec(r, (3, 4)), rand_spec(r, (3, 4))
+        o = spec(r.choice([(3, 4), (2,), (0,), (12,)]), r.choice(DTYPES))
+        op = r.choice(["add", "mul", "eq", "div", "exp"])
+        fn = ((lambda x, y, out, op=op: getattr(torch, op)(x, y, out=out)) if op != "exp"
+              else (lambda x, y, out: torch.exp(x, out=out)))
+        add(f"out-{op}-{a!r}-{b!r}-out{o!r}", fn, a, b, o, tol=10.0)
+
+
+# ---- ternary ---------------------------------------------------------------------------------
+
+def gen_ternary():
+    r = random.Random("ternary")
+    for _ in range(40):
+        sc, sa, sb = r.choice([((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), ()), ((3,), (4,), (3,)),
+                               ((2, 3), (2, 3), (2,)), ((0, 2), (2,), (1, 2))])
+        c = spec(sc, r.choice([torch.bool, torch.bool, torch.uint8, torch.float32]), r.choice(LAYOUTS), "mask")
+        a, b = rand_spec(r, sa), rand_spec(r, sb)
+        add(f"where-{c!r}-{a!r}-{b!r}", torch.where, c, a, b)
+    for _ in range(50):
+        c = spec((2, 3), torch.bool, values="mask")
+        a = rand_spec(r, (2, 3))
+        s = r.choice(SCALARS)
+        if r.random() < 0.5:
+            add(f"where-scalar-other-{a!r}-{s!r}", lambda c, a, s=s: torch.where(c, a, s), c, a)
+        else:
+            add(f"where-scalar-self-{a!r}-{s!r}", lambda c, a, s=s: torch.where(c, s, a), c, a)
+    for _ in range(10):
+        c = spec((2, 3), torch.bool, values="mask")
+        s1, s2 = r.choice(SCALARS), r.choice(SCALARS)
+        add(f"where-scalars-{s1!r}-{s2!r}", lambda c, s1=s1, s2=s2: torch.where(c, s1, s2), c)
+    for op in ("addcmul", "addcdiv"):
+        for _ in range(15):
+            sh = r.choice([((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), (2, 1)), ((2, 3), (4,), (2, 3))])
+            a, b, c = (rand_spec(r, s) for s in sh)
+            v = r.choice([1, 0.5, -2, 1000, 1e39, 2**40])
+            add(f"{op}-{a!r}-{b!r}-{c!r}-v{v!r}", lambda a, b, c, v=v, op=op: getattr(torch, op)(a, b, c, value=v),
+                a, b, c, tol=10.0)
+    for _ in range(20):
+        dt = r.choice(FLOATS + [torch.int32])
+        a, b = spec((2, 3), dt, r.choice(LAYOUTS)), spec(r.choice([(2, 3), (3,), (4,)]), r.choice([dt, dt, torch.float64]))
+        w = r.choice([0.3, 1.5, -2.0, 1e6, math.nan, math.inf])
+        add(f"lerp-scalar-{a!r}-{b!r}-{w!r}", lambda a, b, w=w: torch.lerp(a, b, w), a, b, tol=10.0)
+        wt = spec((2, 3), r.choice([dt, torch.float64]))
+        add(f"lerp-tensor-{a!r}-{b!r}-{wt!r}", torch.lerp, a, b, wt, tol=10.0)
+    for _ in range(50):
+        x = rand_spec(r, r.choice(SHAPES[1:5]))
+        lo, hi = r.choice(SCALARS + [None] * 4), r.choice(SCALARS + [None] * 4)
+        add(f"clamp-{x!r}-{lo!r}-{hi!r}", lambda x, lo=lo, hi=hi: torch.clamp(x, lo, hi), x)
+    for _ in range(20):
+        x = rand_spec(r, (3, 4))
+        lo = r.choice([None, rand_spec(r, (4,)), rand_spec(r, (3, 1)), rand_spec(r, (5,))])
+        hi = r.choice([None, rand_spec(r, (3, 4)), rand_spec(r, ())])
+        ins = [x] + [t for t in (lo, hi) if t is not None]
+        fn = (lambda *t, hl=lo is not None, hh=hi is not None:
+              torch.clamp(t[0], t[1] if hl else None, t[1 + hl] if hh else None))
+        add(f"clamp-tensor-{x!r}-{lo!r}-{hi!r}", fn, *ins)
+    for _ in range(20):
+        x = rand_spec(r, (3, 4))
+        lo, hi = r.choice(SCALARS), r.choice(SCALARS)
+        add(f"hardtanh-{x!r}-{lo!r}-{hi!r}", lambda x, lo=lo, hi=hi: F.hardtanh(x, lo, hi), x)
+        th, v = r.choice(SCALARS), r.choice(SCALARS)
+        add(f"threshold-{x!r}-{th!r}-{v!r}", lambda x, th=th, v=v: F.threshold(x, th, v), x)
+
+
+# ---- fill family -----------------------------------------------------------------------------
+
+def gen_fill():
+    r = random.Random("fill")
+    for dt in DTYPES:
+        for s in SCALARS:
+            lay = r.choice(LAYOUTS)
+            x = spec((2, 3), dt, lay)
+            add(f"fill-{x!r}-{s!r}", lambda x, s=s: x.fill_(s), x)
+    for _ in range(40):
+        dt, s = r.choice(DTYPES), r.choice(SCALARS)
+        x = spec((2, 2), dt)
+        add(f"full-{dtn(dt)}-{s!r}", lambda x, s=s: torch.full(x.shape, s, dtype=x.dtype, device=x.device), x)
+        add(f"full_like-{dtn(dt)}-{s!r}", lambda x, s=s: torch.full_like(x, s), x)
+    for _ in range(10):
+        add(f"full-infer-{r.choice(SCALARS)!r}",
+            lambda x, s=r.choice(SCALARS): torch.full((3,), s, device=x.device), spec((1,)))
+    for dt in DTYPES:
+        add(f"zero-expanded-{dtn(dt)}", lambda x: x.zero_(), spec((3, 4), dt, "expanded"))
+        add(f"fill-expanded-{dtn(dt)}", lambda x: x.fill_(1), spec((3, 4), dt, "expanded"))
+        add(f"fill-0dim-tensor-{dtn(dt)}", lambda x, v: x.fill_(v), spec((3,), dt), spec((), torch.int64))
+        add(f"fill-1dim-tensor-{dtn(dt)}", lambda x, v: x.fill_(v), spec((3,), dt), spec((1,), torch.int64))
+    for _ in range(60):
+        dt = r.choice(DTYPES)
+        x = spec((3, 4), dt, r.choice(LAYOUTS))
+        m = spec(r.choice([(3, 4), (4,), (3, 1), (3,), (2, 4), (), (1, 3, 4)]),
+                 r.choice([torch.bool] * 5 + [torch.uint8]), values="mask")
+        s = r.choice(SCALARS)
+        if r.random() < 0.7:
+            add(f"masked_fill-{x!r}-{m!r}-{s!r}", lambda x, m, s=s: x.masked_fill(m, s), x, m)
+        else:
+            add(f"masked_fill_-{x!r}-{m!r}-{s!r}", lambda x, m, s=s: x.masked_fill_(m, s), x, m)
+    for dt in DTYPES:
+        x, m, v = spec((3, 4), dt), spec((3, 4), torch.bool, values="mask"), spec((), r.choice(DTYPES))
+        add(f"masked_fill-tensor-{x!r}-{v!r}", lambda x, m, v: x.masked_fill(m, v), x, m, v)
+        v1 = spec((1,), dt)
+        add(f"masked_fill-1dim-value-{x!r}", lambda x, m, v: x.masked_fill(m, v), x, m, v1)
+
+
+# ---- reductions ------------------------------------------------------------------------------
+
+REDUCE_DIM = {
+    "sum": lambda x, d, k: torch.sum(x, d, keepdim=k), "mean": lambda x, d, k: torch.mean(x, d, keepdim=k),
+    "prod": lambda x, d, k: torch.prod(x, d[0] if isinstance(d, tuple) else d, keepdim=k),
+    "amax": lambda x, d, k: torch.amax(x, d, keepdim=k), "amin": lambda x, d, k: torch.amin(x, d, keepdim=k),
+    "any": lambda x, d, k: torch.any(x, d, keepdim=k), "all": lambda x, d, k: torch.all(x, d, keepdim=k),
+    "var": lambda x, d, k: torch.var(x, d, keepdim=k), "std": lambda x, d, k: torch.std(x, d, keepdim=k),
+    "max": lambda x, d, k: tuple(torch.max(x, d[0] if isinstance(d, tuple) else d, keepdim=k)),
+    "min": lambda x, d, k: tuple(torch.min(x, d[0] if isinstance(d, tuple) else d, keepdim=k)),
+    "argmax": lambda x, d, k: torch.argmax(x, d[0] if isinstance(d, tuple) else d, keepdim=k),
+    "argmin": lambda x, d, k: torch.argmin(x, d[0] if isinstance(d, tuple) else d, keepdim=k),
+    "logsumexp": lambda x, d, k: torch.logsumexp(x, d, keepdim=k),
+    "cumsum": lambda x, d, k: torch.cumsum(x, d[0] if isinstance(d, tuple) else d),
+    "cumprod": lambda x, d, k: torch.cumprod(x, d[0] if isinstance(d, tuple) else d),
+    "norm": lambda x, d, k: torch.linalg.vector_norm(x, 2, d, keepdim=k),
+    "count_nonzero": lambda x, d, k: torch.count_nonzero(x, d),
+    "nansum": lambda x, d, k: torch.nansum(x, d, keepdim=k),
+    "softmax": lambda x, d, k: torch.softmax(x, d[0] if isinstance(d, tuple) else d),
+    "log_softmax": lambda x, d, k: torch.log_softmax(x, d[0] if isinstance(d, tuple) else d),
+}
+REDUCE_ALL = {"sum": torch.sum, "mean": torch.mean, "prod": torch.prod, "amax": torch.amax,
+              "max": torch.max, "min": torch.min, "argmax": torch.argmax, "any": torch.any,
+              "all": torch.all, "var": torch.var, "std": torch.std, "norm": torch.linalg.vector_norm,
+              "median": torch.median}
+
+
+def gen_reduce():
+    r = random.Random("reduce")
+    dims_pool = [0, 1, -1, -2, 2, 3, -4, (0, 1), (0, 0), (1, -1), (), (0, 5)]
+    for name, fn in REDUCE_DIM.items():
+        for _ in range(8):
+            x = rand_spec(r, r.choice([(3, 4), (2, 3, 4), (0, 3), (3, 0), (5,), ()]))
+            d = r.choice(dims_pool)
+            k = r.random() < 0.4
+            add(f"reduce-{name}-{x!r}-dim{d!r}-k{k}", lambda x, d=d, k=k, fn=fn: fn(x, d, k), x, tol=20.0)
+    for name, fn in REDUCE_ALL.items():
+        for _ in range(4):
+            x = rand_spec(r, r.choice([(3, 4), (0,), (2, 0, 3), (), (7,)]))
+            add(f"reduce-all-{name}-{x!r}", fn, x, tol=20.0)
+    for _ in range(20):
+        x = rand_spec(r, (3, 4))
+        dt = r.choice(DTYPES)
+        op = r.choice(["sum", "mean", "prod", "cumsum"])
+        fn = {"sum": lambda x, dt: torch.sum(x, 1, dtype=dt), "mean": lambda x, dt: torch.mean(x, 1, dtype=dt),
+              "prod": lambda x, dt: torch.prod(x, 1, dtype=dt), "cumsum": lambda x, dt: torch.cumsum(x, 1, dtype=dt)}[op]
+        add(f"reduce-dtype-{op}-{x!r}-{dtn(dt)}", lambda x, dt=dt, fn=fn: fn(x, dt), x, tol=20.0)
+
+
+# ---- indexing --------------------------------------------------------------------------------
+
+def _index_pool(r, shape):
+    """(description, index builder) pairs for x of `shape`; builders return (specs, make_index)."""
+    n0 = shape[0]
+    pool = [
+        ("int0", [], lambda: 0), ("int-1", [], lambda: -1), ("int-oob", [], lambda: n0),
+        ("int-negoob", [], lambda: -n0 - 1), ("slice", [], lambda: slice(1, None)),
+        ("slice-step", [], lambda: slice(None, None, 2)), ("slice-empty", [], lambda: slice(5, 10)),
+        ("slice-negstep", [], lambda: slice(None, None, -1)), ("none", [], lambda: None),
+        ("ellipsis", [], lambda: Ellipsis), ("tuple-int-int", [], lambda: (1, 2)),
+        ("tuple-int-oob", [], lambda: (0, shape[1] if len(shape) > 1 else 9)),
+        ("too-many", [], lambda: (0,) * (len(shape) + 1)), ("list", [], lambda: [0, n0 - 1, 0]),
+        ("bool-true", [], lambda: True), ("bool-false", [], lambda: False),
+    ]
+    return pool
+
+
+def gen_index():
+    r = random.Random("index")
+    for shape in [(3, 4), (2, 3, 4), (5,)]:
+        for desc, _, make in _index_pool(r, shape):
+            x = rand_spec(r, shape)
+            add(f"getitem-{desc}-{x!r}", lambda x, i=make(): x[i], x)
+        n0 = shape[0]
+        # long index tensors: in range, negative, out of range, int32, float (invalid), 0-size
+        for desc, ispec in [("long", spec((4,), torch.int64, values="index", lo=0, hi=n0)),
+                            ("long-neg", spec((2, 2), torch.int64, values="index", lo=-n0, hi=0)),
+                            ("long-oob", spec((3,), torch.int64, values="index", lo=n0, hi=n0 + 3)),
+                            ("long-negoob", spec((3,), torch.int64, values="index", lo=-n0 - 3, hi=-n0)),
+                            ("int32", spec((3,), torch.int32, values="index", lo=0, hi=n0)),
+                            ("int16", spec((3,), torch.int16, values="index", lo=0, hi=n0)),
+                            ("float", spec((3,), torch.float32, values="index", lo=0, hi=n0)),
+                            ("empty", spec((0,), torch.int64, values="index", lo=0, hi=n0)),
+                            ("0dim", spec((), torch.int64, values="index", lo=0, hi=n0)),
+                            ("cpu-long", spec((4,), torch.int64, values="index", lo=0, hi=n0, cpu=True)),
+                            ("cpu-0dim", spec((), torch.int64, values="index", lo=0, hi=n0, cpu=True)),
+                            ("cpu-oob", spec((2,), torch.int64, values="index", lo=n0, hi=n0 + 2, cpu=True))]:
+            x = rand_spec(r, shape)
+            add(f"getitem-{desc}-{x!r}-{ispec!r}", lambda x, i: x[i], x, ispec)
+            if len(shape) > 1:
+                add(f"getitem-slice-{desc}-{x!r}-{ispec!r}", lambda x, i: x[:, i], x, ispec)
+        # boolean masks: matching, wrong length, wrong trailing dims, 0-dim, uint8, on the cpu
+        masks = [(shape,), (shape[:1],), ((n0 + 1,),), ((max(n0 - 1, 0),),), (shape[:-1] + (shape[-1] + 1,),),
+                 ((),), ((n0,) + (2,) * (len(shape) - 1),)]
+        for (ms,) in masks:
+            for mdt, cpu in [(torch.bool, False), (torch.uint8, False), (torch.bool, True)]:
+                x, m = rand_spec(r, shape), spec(ms, mdt, values="mask", cpu=cpu)
+                add(f"getitem-mask-{x!r}-{m!r}", lambda x, m: x[m], x, m)
+                if len(shape) > 1 and len(ms) == 1:
+                    add(f"getitem-mask-dim1-{x!r}-{m!r}", lambda x, m: x[:, m], x, m)
+        # two index tensors: broadcasting, not broadcasting, separated by a slice
+        if len(shape) >= 2:
+            n1 = shape[1]
+            for sa, sb in [((3,), (3,)), ((2, 1), (3,)), ((3,), (2,)), ((2,), (1,))]:
+                ia = spec(sa, torch.int64, values="index", lo=0, hi=n0)
+                ib = spec(sb, torch.int64, values="index", lo=-n1, hi=n1)
+                x = rand_spec(r, shape)
+                add(f"getitem-two-{x!r}-{ia!r}-{ib!r}", lambda x, a, b: x[a, b], x, ia, ib)
+                if len(shape) == 3:
+                    ic = spec(sb, torch.int64, values="index", lo=0, hi=shape[2])
+                    add(f"getitem-split-{x!r}-{ia!r}-{ic!r}", lambda x, a, c: x[a, :, c], x, ia, ic)
+    # the issue's reproducer: a short mask on a [3, 4] tensor
+    add("getitem-short-mask-issue", lambda x, m: x[m], spec((3, 4)), spec((2,), torch.bool, values="mask"))
+
+
+def gen_index_put():
+    r = random.Random("index_put")
+    for shape in [(3, 4), (2, 3, 4)]:
+        n0 = shape[0]
+        for desc, make in [("int", lambda: 1), ("int-oob", lambda: n0), ("slice", lambda: slice(0, 2)),
+                           ("ellipsis", lambda: Ellipsis), ("tuple", lambda: (0, 1)), ("list", lambda: [0, 2])]:
+            for v in [r.choice(SCALARS), r.choice(SCALARS), "tensor", "tensor-bad", "tensor-dtype"]:
+                x = spec(shape, r.choice(DTYPES), r.choice(["contig", "transposed", "offset"]))
+                if isinstance(v, str):
+                    vs = spec({"tensor": shape[-1:], "tensor-bad": (shape[-1] + 1,), "tensor-dtype": shape[-1:]}[v],
+                              x.dtype if v != "tensor-dtype" else r.choice(DTYPES))
+                    add(f"setitem-{desc}-{x!r}-{vs!r}", lambda x, v, i=make(): x.__setitem__(i, v) or x, x, vs)
+                else:
+                    add(f"setitem-{desc}-{x!r}-{v!r}", lambda x, v=v, i=make(): x.__setitem__(i, v) or x, x)
+        for desc, ispec in [("long", spec((2,), torch.int64, values="index", lo=0, hi=n0)),
+                            ("long-oob", spec((2,), torch.int64, values="index", lo=n0, hi=n0 + 2)),
+                            ("long-neg", spec((2,), torch.int64, values="index", lo=-n0, hi=0)),
+                            ("dup", spec((6,), torch.int64, values="index", lo=0, hi=2)),
+                            ("cpu", spec((2,), torch.int64, values="index", lo=0, hi=n0, cpu=True)),
+                            ("mask", spec((n0,), torch.bool, values="mask")),
+                            ("mask-short", spec((n0 - 1,), torch.bool, values="mask")),
+                            ("mask-long", spec((n0 + 2,), torch.bool, values="mask")),
+                            ("mask-full", spec(shape, torch.bool, values="mask")),
+                            ("mask-badtrail", spec((n0, shape[1] + 1), torch.bool, values="mask")),
+                            ("mask-cpu", spec((n0,), torch.bool, values="mask", cpu=True))]:
+            for v in [r.choice(SCALARS), 1000, "tensor", "tensor-bad"]:
+                x = spec(shape, r.choice(DTYPES), r.choice(LAYOUTS))
+                if isinstance(v, str):
+                    vs = spec((shape[-1],) if v == "tensor" else (7,), x.dtype)
+                    add(f"setitem-{desc}-{x!r}-{ispec!r}-{vs!r}", lambda x, i, v: x.__setitem__(i, v) or x, x, ispec, vs)
+                else:
+                    add(f"setitem-{desc}-{x!r}-{ispec!r}-{v!r}", lambda x, i, v=v: x.__setitem__(i, v) or x, x, ispec)
+            for acc in (False, True):
+                x = spec(shape, r.choice(FLOATS + INTS), r.choice(LAYOUTS))
+                vs = spec((1,), x.dtype)
+                add(f"index_put-{desc}-acc{acc}-{x!r}-{ispec!r}",
+                    lambda x, i, v, acc=acc: x.index_put_((i,), v, accumulate=acc), x, ispec, vs)
+    # the issue's reproducer: index-put through a short mask
+    add("setitem-short-mask-issue", lambda x, m: x.__setitem__(m, 5.0) or x, spec((3, 4)),
+        spec((2,), torch.bool, values="mask"))
+
+
+def gen_scatter_gather():
+    r = random.Random("scatter")
+    for _ in range(25):
+        x = rand_spec(r, (3, 4), dtypes=FLOATS + INTS)
+        d = r.choice([0, 1, -1, 2, -3])
+        hi = r.choice([3, 4, 6])
+        lo = r.choice([0, 0, -1])
+        idx = spec(r.choice([(2, 4), (3, 2), (4, 5), (2,), (0, 4)]), r.choice([torch.int64] * 4 + [torch.int32]),
+                   values="index", lo=lo, hi=hi)
+        add(f"gather-{x!r}-d{d}-{idx!r}", lambda x, i, d=d: torch.gather(x, d, i), x, idx)
+        src = spec(r.choice([(3, 4), (2, 2), (4, 5)]), r.choice([x.dtype, x.dtype, torch.float64]))
+        add(f"scatter-src-{x!r}-d{d}-{idx!r}-{src!r}", lambda x, i, s, d=d: torch.scatter(x, d, i, s), x, idx, src)
+        add(f"scatter_add-{x!r}-d{d}-{idx!r}-{src!r}", lambda x, i, s, d=d: torch.scatter_add(x, d, i, s), x, idx, src)
+        v = r.choice(SCALARS)
+        add(f"scatter-value-{x!r}-d{d}-{idx!r}-{v!r}", lambda x, i, d=d, v=v: torch.scatter(x, d, i, v), x, idx)
+        red = r.choice(["sum", "prod", "mean", "amax", "amin", "bad"])
+        add(f"scatter_reduce-{red}-{x!r}-d{d}-{idx!r}", lambda x, i, s, d=d, red=red: torch.scatter_reduce(x, d, i, s, red),
+            x, idx, src)
+    for _ in range(25):
+        x = rand_spec(r, r.choice([(3, 4), (5,), ()]), dtypes=FLOATS + INTS + [torch.bool])
+        d = r.choice([0, 1, -1, 2])
+        idx = spec(r.choice([(3,), (0,), (2, 2), ()]), r.choice([torch.int64, torch.int32, torch.int16, torch.float32]),
+                   values="index", lo=r.choice([0, -1]), hi=r.choice([3, 4, 6]))
+        add(f"index_select-{x!r}-d{d}-{idx!r}", lambda x, i, d=d: torch.index_select(x, d, i), x, idx)
+        src = spec(r.choice([(3, 4), (3, 3), (4, 3), (3,)]), r.choice([x.dtype, x.dtype, torch.float64]))
+        add(f"index_add-{x!r}-d{d}-{idx!r}-{src!r}", lambda x, i, s, d=d: torch.index_add(x, d, i, s), x, idx, src)
+        add(f"index_copy-{x!r}-d{d}-{idx!r}-{src!r}", lambda x, i, s, d=d: torch.index_copy(x, d, i, s), x, idx, src)
+        v = r.choice(SCALARS)
+        add(f"index_fill-{x!r}-d{d}-{idx!r}-{v!r}", lambda x, i, d=d, v=v: torch.index_fill(x, d, i, v), x, idx)
+        add(f"take-{x!r}-{idx!r}", torch.take, x, idx)
+    for _ in range(20):
+        x = rand_spec(r, (3, 4))
+        m = spec(r.choice([(3, 4), (4,), (3, 1), (3,), (2, 3, 4)]), r.choice([torch.bool, torch.bool, torch.uint8]),
+                 values="mask")
+        add(f"masked_select-{x!r}-{m!r}", torch.masked_select, x, m)
+        src = spec(r.choice([(12,), (3,), (3, 4)]), r.choice([x.dtype, torch.float64]))
+        add(f"masked_scatter-{x!r}-{m!r}-{src!r}", lambda x, m, s: x.masked_scatter(m, s), x, m, src)
+    for _ in range(10):
+        x = rand_spec(r, r.choice([(3, 4), (0,), (5,), ()]))
+        add(f"nonzero-{x!r}", torch.nonzero, x)
+
+
+# ---- shape ops -------------------------------------------------------------------------------
+
+def gen_shape():
+    r = random.Random("shape")
+    for _ in range(30):
+        n = r.choice([1, 2, 3])
+        base = r.choice([(2, 3), (3,), (2, 3, 4)])
+        d = r.choice([0, 1, -1, 2, 3, -4])
+        specs = []
+        for _ in range(n):
+            s = list(base)
+            if r.random() < 0.4 and s:
+                s[r.randrange(len(s))] += r.choice([1, 2])
+            if r.random() < 0.15:
+                s = [0]
+            specs.append(spec(tuple(s), r.choice([torch.float32, torch.float32, torch.int64, torch.float16, torch.bool]),
+                              r.choice(LAYOUTS)))
+        add(f"cat-d{d}-{specs!r}", lambda *ts, d=d: torch.cat(ts, d), *specs)
+        add(f"stack-d{d}-{specs!r}", lambda *ts, d=d: torch.stack(ts, d), *specs)
+    add("cat-empty-list", lambda x: torch.cat([], 0), spec((1,)))
+    for _ in range(40):
+        x = rand_spec(r, r.choice([(2, 3, 4), (3, 4), (0, 3), (6,)]))
+        target = r.choice([(-1,), (4, 6), (24,), (5, 5), (-1, -1), (2, -1, 2), (0, -1), (3, 0), (12,), (-1, 4)])
+        add(f"reshape-{x!r}-{target}", lambda x, t=target: x.reshape(t), x)
+        add(f"view-{x!r}-{target}", lambda x, t=target: x.view(t), x)
+    for _ in range(60):
+        x = rand_spec(r, r.choice([(2, 3, 4), (3, 4), (5,), ()]))
+        op = r.choice(["permute", "transpose", "squeeze", "unsqueeze", "expand", "narrow", "split", "chunk",
+                       "flip", "roll", "repeat", "movedim", "unbind", "t", "flatten", "select", "diagonal", "tril",
+                       "triu", "unflatten", "swapaxes", "tile"])
+        arg = {
+            "permute": r.choice([(2, 1, 0), (0, 0, 1), (1, 0), (0, 1, 2, 3), (-1, 0, 1)]),
+            "transpose": r.choice([(0, 1), (-1, 0), (0, 3), (2, -3)]),
+            "squeeze": r.choice([0, 1, -1, 5, (0, 1)]), "unsqueeze": r.choice([0, -1, 3, 4, -5]),
+            "expand": r.choice([(2, 3, 4), (4, 2, 3, 4), (-1, 4), (2, 3, 5), (3, -1), (1,)]),
+            "narrow": r.choice([(0, 0, 1), (1, 2, 2), (0, 2, 5), (-1, -1, 1), (3, 0, 1)]),
+            "split": r.choice([2, (1, 2), (1, 1), 0, (3, 3)]), "chunk": r.choice([2, 0, -1, 5]),
+            "flip": r.choice([(0,), (0, 0), (1, -1), (5,)]), "roll": r.choice([(1, 0), (-2, -1), (1, 5)]),
+            "repeat": r.choice([(2, 1, 1), (2,), (0, 1, 1, 1), (-1, 1, 1)]),
+            "movedim": r.choice([(0, 2), (0, 5), ((0, 1), (1, 0))]), "unbind": r.choice([0, 1, 4]),
+            "t": None, "flatten": r.choice([(0, -1), (1, 0), (0, 5)]), "select": r.choice([(0, 1), (1, -1), (0, 9)]),
+            "diagonal": r.choice([(0, 0, 1), (1, 0, 1), (0, 0, 0)]), "tril": r.choice([0, 1, -2]),
+            "triu": r.choice([0, 1, -2]), "unflatten": r.choice([(0, (1, -1)), (-1, (2, 2)), (0, (5, 5))]),
+            "swapaxes": r.choice([(0, 1), (0, 3)]), "tile": r.choice([(2,), (1, 2)]),
+        }[op]
+
+        def fn(x, op=op, arg=arg):
+            if op in ("split", "chunk", "unbind"):
+                return list(getattr(x, op)(arg))
+            if op == "t":
+                return x.t()
+            if op in ("narrow", "select", "diagonal", "flatten", "movedim", "transpose", "swapaxes", "unflatten"):
+                return getattr(x, op)(*arg)
+            if op == "roll":
+                return torch.roll(x, arg[0], arg[1])
+            return getattr(x, op)(arg)
+        add(f"shape-{op}-{x!r}-{arg!r}", fn, x)
+
+
+# ---- matmul ----------------------------------------------------------------------------------
+
+def gen_matmul():
+    r = random.Random("matmul")
+    pairs = [((3, 4), (4, 5)), ((3, 4), (5, 4)), ((4,), (4,)), ((3,), (4,)), ((2, 3, 4), (4, 2)),
+             ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (3, 4, 5)), ((4,), (4, 3)), ((3, 4), (4,)), ((0, 4), (4, 3)),
+             ((3, 0), (0, 2)), ((), (3,)), ((1, 2, 3, 4), (2, 1, 4, 2))]
+    for _ in range(60):
+        sa, sb = r.choice(pairs)
+        dta = r.choice(FLOATS * 3 + INTS + [torch.bool])
+        dtb = dta if r.random() < 0.8 else r.choice(DTYPES)
+        a = spec(sa, dta, r.choice(LAYOUTS), "special" if r.random() < 0.2 and dta.is_floating_point else "normal")
+        b = spec(sb, dtb, r.choice(LAYOUTS))
+        op = r.choice(["matmul", "matmul", "mm", "bmm", "mv", "dot"])
+        add(f"{op}-{a!r}-{b!r}", getattr(torch, op), a, b, tol=50.0)
+    for _ in range(15):
+        dt = r.choice(FLOATS + [torch.int32, torch.int64])
+        c = spec(r.choice([(3, 5), (5,), (2, 5), ()]), dt)
+        a, b = spec((3, 4), dt), spec((4, 5), dt)
+        be, al = r.choice([0, 1, 0.5, 2**40, 1000]), r.choice([1, 2, 0.5, 1e39])
+        add(f"addmm-{c!r}-b{be!r}-a{al!r}", lambda c, a, b, be=be, al=al: torch.addmm(c, a, b, beta=be, alpha=al),
+            c, a, b, tol=50.0)
+    for _ in range(15):
+        x = rand_spec(r, r.choice([(2, 4), (3, 4), (4,)]), dtypes=FLOATS)
+        w = spec(r.choice([(5, 4), (5, 3), (4,)]), x.dtype)
+        bias = r.choice([None, spec((5,), x.dtype), spec((4,), x.dtype)])
+        ins = [x, w] + ([bias] if bias is not None else [])
+        add(f"linear-{x!r}-{w!r}-{bias!r}", F.linear, *ins, tol=50.0)
+
+
+# ---- sort / topk -----------------------------------------------------------------------------
+
+def gen_sort():
+    r = random.Random("sort")
+    for _ in range(30):
+        x = spec(r.choice([(3, 4), (5,), (0,), (), (2, 3, 4)]), r.choice(FLOATS + INTS), r.choice(LAYOUTS), "perm")
+        d = r.choice([0, -1, 1, 3])
+        desc = r.random() < 0.5
+        add(f"sort-{x!r}-d{d}-{desc}", lambda x, d=d, desc=desc: tuple(torch.sort(x, dim=d, descending=desc, stable=True)), x)
+        add(f"argsort-{x!r}-d{d}", lambda x, d=d: torch.argsort(x, dim=d, stable=True), x)
+        k = r.choice([0, 1, 3, 5, -1, 10])
+        add(f"topk-{x!r}-k{k}-d{d}", lambda x, k=k, d=d: tuple(torch.topk(x, k, dim=d)), x)
+    for _ in range(10):
+        x = spec((6,), r.choice(FLOATS), values="special")
+        add(f"sort-special-{x!r}", lambda x: tuple(torch.sort(x, stable=True)), x)
+
+
+for _gen in (gen_unary, gen_binary, gen_ternary, gen_fill, gen_reduce, gen_index, gen_index_put,
+             gen_scatter_gather, gen_shape, gen_matmul, gen_sort):
+    _gen()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_differential(case):
+    check(case)
+
+
+def test_suite_size():
+    """The suite stays broad: hundreds of probes, in every family."""
+    assert len(CASES) >= 1000
+    for fam in ("unary-", "binary-", "scalar-", "where-", "clamp-", "fill-", "masked_fill", "reduce-", "getitem-",
+                "setitem-", "gather-", "scatter", "cat-", "reshape-", "shape-", "matmul-", "sort-", "topk-"):
+        assert sum(fam in c.id for c in CASES) >= 5, fam
