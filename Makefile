@@ -12,9 +12,10 @@ FUZZ_OPTS ?= -rss_limit_mb=2048 -timeout=20 -max_len=65536 -print_final_stats=1
 JOBS ?= $(shell nproc)
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 STAMP_VENV := $(VENV)/.kiln-venv-stamp
-STAMP_PKG := $(VENV)/.kiln-pkg-stamp
+STAMP_TOOLS := $(VENV)/.kiln-skbuild-stamp
+STAMP_PKG := $(VENV)/.kiln-pkg-skbuild-stamp
 
-.PHONY: all venv build test test-c test-asan test-py demo bench fuzz clean
+.PHONY: all venv build test test-c test-asan test-py test-wheel demo bench fuzz clean
 
 all: build
 
@@ -25,11 +26,19 @@ $(STAMP_VENV):
 	$(VPY) -m pip install -q torch==2.13.0 numpy pytest expecttest hypothesis cmake ninja
 	touch $@
 
-venv: $(STAMP_VENV)
+# The build backend (pyproject.toml): the wheel and the editable install both go through it.
+$(STAMP_TOOLS): $(STAMP_VENV)
+	$(VPY) -m pip install -q "scikit-build-core>=0.11"
+	touch $@
 
-build: $(STAMP_VENV)
+venv: $(STAMP_TOOLS)
+
+# The same CMakeLists.txt as the wheel: Torch found from the venv's torch (-DPython_EXECUTABLE),
+# the libraries copied into ./torch_kiln (KILN_INPLACE), then an editable install that only
+# links the source package and its entry points into the venv (no second build).
+build: $(STAMP_TOOLS)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake -S . -B $(BUILD) -G "$(GEN)" -DCMAKE_BUILD_TYPE=Release \
-	  -DKILN_BUILD_TORCH=ON -DCMAKE_PREFIX_PATH="$$($(VPY) -c 'import torch; print(torch.utils.cmake_prefix_path)')" >/dev/null
+	  -DKILN_BUILD_TORCH=ON -DPython_EXECUTABLE=$(CURDIR)/$(VPY) >/dev/null
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cmake --build $(BUILD) -j $(JOBS)
 	@test -f $(STAMP_PKG) || { TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(VPY) -m pip install -q --no-build-isolation --no-deps -e . && touch $(STAMP_PKG); }
 
@@ -42,7 +51,12 @@ test-asan: $(STAMP_VENV)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
 test-py: build
-	KILN_LIB=$(CURDIR)/torch_kiln/libkiln.so $(VPY) -m pytest -q tests/python
+	KILN_LIB=$(CURDIR)/torch_kiln/libkiln.so KILN_BUILD_DIR=$(CURDIR)/$(BUILD) $(VPY) -m pytest -q tests/python
+
+# The wheel end to end (a full CMake build of libkiln + the shim, minutes): pip wheel, install
+# into a fresh venv that borrows the dev venv's torch, import from another directory.
+test-wheel: $(STAMP_TOOLS)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VPY) -m pytest -q tests/wheel
 
 test: test-c test-asan test-py
 

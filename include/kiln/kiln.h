@@ -9,5 +9,6 @@
 #include "kiln/parallel.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "kiln/version.h"
 
 #endif /* KILN_KILN_H */
