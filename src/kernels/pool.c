@@ -86,7 +86,7 @@ static inline double avg_div(const pool_ctx_t* c, int64_t ph0, int64_t ph1, int6
           if (c->kind == POOL_AVG) {                                                             \
             avg_win(oh, c->sh, c->ph, c->kh, c->H, &h0, &h1, &fh);                               \
             avg_win(ow, c->sw, c->pw, c->kw, c->W, &w0, &w1, &fw);                               \
-            div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                                           \
+            div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                           \
           } else {                                                                               \
             h0 = oh * c->H / c->oH, h1 = ((oh + 1) * c->H + c->oH - 1) / c->oH;                  \
             w0 = ow * c->W / c->oW, w1 = ((ow + 1) * c->W + c->oW - 1) / c->oW;                  \
@@ -123,7 +123,7 @@ static inline double avg_div(const pool_ctx_t* c, int64_t ph0, int64_t ph1, int6
         if (c->kind == POOL_AVG) {                                                               \
           avg_win(oh, c->sh, c->ph, c->kh, c->H, &h0, &h1, &fh);                                 \
           avg_win(ow, c->sw, c->pw, c->kw, c->W, &w0, &w1, &fw);                                 \
-          div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                                             \
+          div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                             \
         } else {                                                                                 \
           h0 = oh * c->H / c->oH, h1 = ((oh + 1) * c->H + c->oH - 1) / c->oH;                    \
           w0 = ow * c->W / c->oW, w1 = ((ow + 1) * c->W + c->oW - 1) / c->oW;                    \
