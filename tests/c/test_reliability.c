@@ -440,6 +440,23 @@ KT_TEST(pool_output_size_overflow) {
   kiln_graph_destroy(g);
 }
 
+/* adaptive windows multiply output and input sizes: 2^40 x 2^40 would wrap */
+KT_TEST(adaptive_pool_window_overflow) {
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int64_t xs[3] = {1, 1, INT64_C(1) << 40}, gs[3] = {1, 1, INT64_C(1) << 40};
+  int x, gr, out;
+  KT_OK(kiln_graph_input(g, F32, 3, xs, &x));
+  KT_OK(kiln_graph_input(g, F32, 3, gs, &gr));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_graph_adaptive_avg_pool2d(g, x, 1, INT64_C(1) << 40, &out));
+  KT_CHECK(msg_has("adaptive"));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_graph_adaptive_avg_pool2d_backward(g, gr, 1, INT64_C(1) << 40, &out));
+  KT_OK(kiln_graph_adaptive_avg_pool2d(g, x, 1, 1 << 20, &out));
+  kiln_graph_destroy(g);
+}
+
 KT_TEST(slice_step_overflow) {
   kiln_graph_t* g;
   KT_OK(kiln_graph_create(&g));
