@@ -498,6 +498,9 @@ KT_TEST(double_to_int_conversions) {
   int c1, c2;
   KT_OK(kiln_graph_unary_ex(g, KILN_UNARY_CLAMP, x, 0, 0, 0, 0, -INFINITY, 1e300, 1, 1, I32, &c1));
   KT_OK(kiln_graph_unary_ex(g, KILN_UNARY_CLAMP, xf, 0, 0, 0, 0, NAN, 1, 1, 1, F32, &c2));
+  /* an integer add's alpha */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_binary(g, KILN_BINARY_ADD, x, x, NAN, I32, &out));
+  KT_CHECK(msg_has("alpha"));
   /* NaN / inf / out-of-range fill values for integer results */
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_full(g, I64, 1, &s4, NAN, &out));
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_full(g, I32, 1, &s4, INFINITY, &out));
