@@ -3,6 +3,11 @@
  * libkiln never calls malloc directly for its own objects: constructors take a kiln_allocator_t
  * (borrowed; copied by value into the object they create) so embedders can route host memory.
  * Device memory is a separate matter and belongs to the device (see kiln/hal.h).
+ *
+ * Threads: an object calls its allocator from whichever thread calls the object. An allocator
+ * given to an object that is used from several threads at once (a kiln_exec_t run concurrently
+ * makes run contexts on the running threads, see kiln/graph.h) must be thread-safe; the system
+ * allocator is.
  */
 #ifndef KILN_ALLOCATOR_H
 #define KILN_ALLOCATOR_H

@@ -10,6 +10,14 @@
  *   void* p;              KILN_RETURN_IF_ERROR(kiln_device_alloc(dev, 1024, &p));
  *   kiln_device_copy(dev, NULL, KILN_COPY_HOST_TO_DEVICE, p, host, 1024);
  *   kiln_device_synchronize(dev);  kiln_device_free(dev, p);
+ *
+ * Thread safety: a device may be used from any number of threads at once (allocation, copies,
+ * fills, streams, events, statistics; the built-in devices lock internally, and kiln/hal.h asks
+ * the same of every driver). A registry is read-only once built: kiln_registry_default builds
+ * the process registry exactly once, and kiln_registry_get / kiln_registry_count may then be
+ * called from anywhere; kiln_registry_add and kiln_registry_destroy must not overlap any other
+ * use of that registry or its devices. Destroying a device, stream or event must not overlap
+ * other calls on it.
  */
 #ifndef KILN_DEVICE_H
 #define KILN_DEVICE_H

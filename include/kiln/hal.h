@@ -14,6 +14,9 @@
  * work touching it has been synchronized).
  *
  * Every slot returns KILN_OK or an error code with the message set via kiln_error().
+ * Threading: the runtime adds no locking, so every slot except `destroy` (and the destroy slots
+ * of streams and events, for their object) may be called from several threads at once and must
+ * be thread-safe; a stream's work still runs in submission order, whichever threads submit it.
  * Tests: tests/hal/ is the conformance suite any implementation must pass.
  */
 #ifndef KILN_HAL_H

@@ -4,6 +4,14 @@
  * claimed in chunks from a cache-line aligned atomic counter, the calling thread takes part, and
  * the call returns when every chunk is done. Calls made from inside a running job, or while
  * another thread owns the pool, run inline on the caller (serially), so nesting is safe.
+ *
+ * Threads: any number of host threads may submit to one pool at once. One job owns the pool at
+ * a time (an atomic flag taken without waiting); a caller that finds it busy runs its whole
+ * range inline (as thread 0, or under its own id when nested in a job of the pool) instead of
+ * queueing, so concurrent submitters never block each other or deadlock, and each call still
+ * covers its range exactly once. Thread ids are unique within one job, not across concurrent
+ * jobs: per-thread scratch must belong to the call (or the caller's run), never to a shared
+ * object. kiln_threadpool_destroy must not overlap any use of the pool.
  */
 #ifndef KILN_PARALLEL_H
 #define KILN_PARALLEL_H

@@ -4,6 +4,11 @@
  * (any storage offset already applied); strides are in elements and may be 0 (broadcast) or
  * negative. Rank 0 is a scalar. Kernels validate descriptors and return
  * KILN_ERROR_INVALID_ARGUMENT for mismatched shapes/dtypes rather than reading out of bounds.
+ *
+ * Threads: a descriptor is a plain value and kernels only read it, so one may be shared freely;
+ * kernels hold no state between calls (their scratch is per call), so any kernel may run on
+ * several threads at once, provided no call writes memory another concurrent call reads or
+ * writes.
  */
 #ifndef KILN_TENSOR_H
 #define KILN_TENSOR_H

@@ -305,14 +305,17 @@ struct kiln_exec {
   int64_t scratch_per_thread;
   int n_threads;
   kiln_exec_stats_t stats;
-  /* run contexts not in use (runctx.c), guarded by run_lock; grown when runs overlap */
-  atomic_flag run_lock;
-  gx_run* free_runs;
   /* per-step wall time (ns, summed over runs) while prof_on (kiln_exec_set_profiling); allocated
    * by the first enable, kept until destroy so runs in flight never see it freed */
   atomic_llong* prof_ns;
-  atomic_llong prof_runs;
   atomic_int prof_on;
+  /* Written by every run: on a cache line of their own, so concurrent runs do not bounce the
+   * read-only fields above between cores. Run contexts not in use (runctx.c), guarded by
+   * run_lock; grown when runs overlap. */
+  _Alignas(64) atomic_flag run_lock;
+  gx_run* free_runs;
+  atomic_llong prof_runs;
+  /* (the last fields: the struct's 64-byte alignment pads the line) */
 };
 
 /* ---- passes (passes.c, fusion.c, plan.c) ---------------------------------------------------- */

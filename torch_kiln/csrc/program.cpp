@@ -27,6 +27,8 @@ std::string shape_str(const int64_t* shape, int ndim) {
 // Runs the program at `exec` (a kiln_exec_t* from kiln_graph_compile) on `inputs`; returns its
 // outputs, allocated on `device`. Raises RuntimeError for a wrong input count, shape or dtype
 // (the program reads its inputs as compiled), and the mapped kiln error if the run fails.
+// Threads may call it on one program at once: the buffer lists, outputs and workspace are per
+// call, and the C run binds them in a run context of its own (kiln/graph.h).
 std::vector<at::Tensor> op_run_program(int64_t exec, at::TensorList inputs, c10::Device device) {
   auto* e = reinterpret_cast<kiln_exec_t*>(exec);
   TORCH_CHECK(e != nullptr, "kiln program: NULL program");
