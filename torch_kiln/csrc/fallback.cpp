@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "kiln_torch.h"
@@ -68,13 +69,44 @@ void substitute_generators(const c10::OperatorHandle& op, torch::jit::Stack* sta
   }
 }
 
+// cpu_fallback returns results on the device of the first tensor argument. When that is a CPU
+// scalar and a later operand is a kiln tensor (5 // x runs as floor_divide(cpu_scalar, x)), the
+// results belong on that kiln device, as on CUDA. Returns the device to move them to, if any.
+std::optional<c10::Device> misplaced_result_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const size_t n = op.schema().arguments().size();
+  std::optional<c10::Device> first, kiln;
+  auto see = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (!first) first = t.device();
+    if (!kiln && t.is_privateuseone()) kiln = t.device();
+  };
+  for (size_t i = stack.size() - n; i < stack.size(); i++) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) see(v.toTensor());
+    if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorList().vec()) see(t);
+  }
+  if (first && first->is_cpu() && kiln) return kiln;
+  return std::nullopt;
+}
+
 void kiln_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   record_fallback(name.overload_name.empty() ? name.name : name.name + "." + name.overload_name);
   // Everything queued on the devices must land before the CPU reads or writes kiln memory.
   for (c10::DeviceIndex i = 0; i < device_count(); i++) synchronize(i);
   substitute_generators(op, stack);
+  std::optional<c10::Device> move_to = misplaced_result_device(op, *stack);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+  if (!move_to) return;
+  const auto& returns = op.schema().returns();
+  const size_t base = stack->size() - returns.size();
+  for (size_t i = 0; i < returns.size(); i++) {
+    c10::IValue& v = (*stack)[base + i];
+    if (returns[i].alias_info() || !v.isTensor()) continue;  // out= / in-place results stay put
+    const at::Tensor& t = v.toTensor();
+    if (t.defined() && t.is_cpu()) v = c10::IValue(t.to(*move_to));
+  }
 }
 
 }  // namespace

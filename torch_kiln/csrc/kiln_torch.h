@@ -23,9 +23,13 @@ c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);
 
 // Converts a failed kiln_status_t into the matching PyTorch exception; no-op on KILN_OK.
-// OUT_OF_MEMORY -> torch.OutOfMemoryError, NOT_FOUND/OUT_OF_RANGE -> IndexError,
-// INVALID_ARGUMENT -> ValueError, UNIMPLEMENTED -> NotImplementedError, else RuntimeError.
+// OUT_OF_MEMORY -> torch.OutOfMemoryError, NOT_FOUND/OUT_OF_RANGE -> IndexError (aten's
+// TORCH_CHECK_INDEX), UNIMPLEMENTED -> NotImplementedError, else (INVALID_ARGUMENT: a bad shape,
+// dtype or value, aten's TORCH_CHECK) RuntimeError.
 void check(kiln_status_t status, const char* what);
+// As check, but OUT_OF_RANGE is a RuntimeError too: aten's gather/scatter family reports a bad
+// index with TORCH_CHECK, not TORCH_CHECK_INDEX.
+void check_runtime(kiln_status_t status, const char* what);
 
 // Blocks until all queued work on the device has finished.
 void synchronize(c10::DeviceIndex index);
@@ -49,3 +53,4 @@ const at::Generator& default_generator(c10::DeviceIndex index);
 }  // namespace torch_kiln
 
 #define KILN_CHECK(expr) ::torch_kiln::check((expr), #expr)
+#define KILN_CHECK_RT(expr) ::torch_kiln::check_runtime((expr), #expr)

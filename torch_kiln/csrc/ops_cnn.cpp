@@ -28,6 +28,28 @@ void pair(c10::IntArrayRef v, int64_t dflt0, int64_t dflt1, int64_t out[2]) {
   out[1] = v.empty() ? dflt1 : (v.size() > 1 ? v[1] : v[0]);
 }
 
+// aten's pooling argument checks (max_pool2d / avg_pool2d), in its order; they run before the
+// output size arithmetic, which divides by the stride.
+void check_pool_args(const char* op, c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                     const int64_t k[2], const int64_t s[2], const int64_t p[2], const int64_t d[2]) {
+  TORCH_CHECK(kernel.size() == 1 || kernel.size() == 2, op,
+              ": kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2, op,
+              ": stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, op,
+              ": padding must either be a single int, or a tuple of two ints");
+  for (int i = 0; i < 2; i++) {
+    TORCH_CHECK(s[i] != 0, "stride should not be zero");
+    TORCH_CHECK(p[i] >= 0, "pad must be non-negative, but got pad: ", p[i]);
+    TORCH_CHECK(p[i] <= ((k[i] - 1) * d[i] + 1) / 2, "pad should be at most half of effective kernel size, but got pad=",
+                p[i], ", kernel_size=", k[i], " and dilation=", d[i]);
+  }
+  TORCH_CHECK(k[0] > 0 && k[1] > 0, "kernel size should be greater than zero, but got kH: ", k[0], " kW: ", k[1]);
+  TORCH_CHECK(s[0] > 0 && s[1] > 0, "stride should be greater than zero, but got dH: ", s[0], " dW: ", s[1]);
+  TORCH_CHECK(d[0] > 0 && d[1] > 0, "dilation should be greater than zero, but got dilationH: ", d[0],
+              " dilationW: ", d[1]);
+}
+
 // torch's pooling output size (pooling_output_shape).
 int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t dil, bool ceil) {
   int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil ? s - 1 : 0);
@@ -55,7 +77,9 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& self, c10::IntA
   pair(stride, k[0], k[1], s);
   pair(padding, 0, 0, p);
   pair(dilation, 1, 1, d);
-  TORCH_CHECK(p[0] <= k[0] / 2 && p[1] <= k[1] / 2, "pad should be at most half of effective kernel size");
+  TORCH_CHECK(dilation.size() == 1 || dilation.size() == 2,
+              "max_pool2d: dilation must be either a single int, or a tuple of two ints");
+  check_pool_args("max_pool2d", kernel, stride, padding, k, s, p, d);
   auto shape = pooled_shape(self, k, s, p, d, ceil_mode);
   Tensor out = at::empty(shape, self.options()), idx = at::empty(shape, self.options().dtype(at::kLong));
   if (out.numel() == 0) return {out, idx};
@@ -85,7 +109,7 @@ Tensor& avg_pool2d_out(const Tensor& self, c10::IntArrayRef kernel, c10::IntArra
   pair(kernel, 1, 1, k);
   pair(stride, k[0], k[1], s);
   pair(padding, 0, 0, p);
-  TORCH_CHECK(p[0] <= k[0] / 2 && p[1] <= k[1] / 2, "pad should be at most half of effective kernel size");
+  check_pool_args("avg_pool2d", kernel, stride, padding, k, s, p, d);
   at::native::resize_output(out, pooled_shape(self, k, s, p, d, ceil_mode));
   if (!describable(out))
     return KILN_FALLBACK(avg_pool2d_out, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out);

@@ -5,6 +5,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 
+#include "scalar_convert.h"
 #include "tensor_desc.h"
 
 namespace torch_kiln {
@@ -39,6 +40,32 @@ inline void check_out(const at::Tensor& out, at::ScalarType result, std::initial
   for (const at::Tensor* t : ins) {
     if (t->defined() && !(t->is_cpu() && !out.is_cpu())) at::assert_no_partial_overlap(out, *t);
   }
+}
+
+// resize_output(out, shape), except that an `out` which is also one of `ins` (an in-place op,
+// or out= naming an input) cannot be resized: like aten's TensorIterator, a shape other than the
+// broadcast shape is an error there.
+inline void resize_out(at::Tensor& out, at::IntArrayRef shape, std::initializer_list<const at::Tensor*> ins) {
+  if (!out.sizes().equals(shape)) {
+    for (const at::Tensor* t : ins)
+      TORCH_CHECK(!(t->defined() && out.is_same(*t)), "output with shape ", out.sizes(),
+                  " doesn't match the broadcast shape ", shape);
+  }
+  at::native::resize_output(out, shape);
+}
+
+// `t` with every stride-0 dim (an expanded dim) narrowed to size 1: a view that reaches each
+// memory location of `t` once. Writing one value through it is writing it through `t`.
+inline at::Tensor collapse_broadcast(const at::Tensor& t) {
+  at::DimVector sizes(t.sizes().begin(), t.sizes().end());
+  bool any = false;
+  for (int64_t i = 0; i < t.dim(); i++) {
+    if (t.stride(i) == 0 && sizes[i] > 1) {
+      sizes[i] = 1;
+      any = true;
+    }
+  }
+  return any ? t.as_strided(sizes, t.strides(), t.storage_offset()) : t;
 }
 
 inline bool all_describable(std::initializer_list<const at::Tensor*> ts) {

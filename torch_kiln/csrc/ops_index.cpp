@@ -25,6 +25,8 @@
 #include <ATen/ops/_index_put_impl.h>
 #include <torch/library.h>
 
+#include <sstream>
+
 #include "ops_common.h"
 
 extern "C" {
@@ -76,13 +78,16 @@ Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
   return out;
 }
 
+// Checks in aten's order: dim, index rank, scalar self, index dtype.
 Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index, Tensor& out) {
-  TORCH_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(!(self.dim() == 0 && index.numel() != 1), "index_select(): Index to scalar can have only 1 value, got ",
+              index.numel(), " value(s)");
   TORCH_CHECK(index_dtype(index), "index_select(): Expected dtype int32 or int64 for index");
   if (!all_describable({&self, &index})) return KILN_FALLBACK(index_select_out, self, dim, index, out);
   check_device(out, self);
   check_device(out, index);
-  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   if (self.dim() > 0) shape[d] = index.numel();
   at::native::resize_output(out, shape);
@@ -108,12 +113,13 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sp
   if (out.numel() == 0) return out;
   int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   kiln_tensor_t dx = describe(self), di = describe(index), dout = describe(out);
-  KILN_CHECK(kiln_kernel_gather(&dx, static_cast<int>(d), &di, &dout));
+  KILN_CHECK_RT(kiln_kernel_gather(&dx, static_cast<int>(d), &di, &dout));
   return out;
 }
 
 // out = self (copied unless aliased), then scattered into in place.
-bool scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, double value,
+// value (when src is null) is range checked in self's dtype once there is something to write.
+bool scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, const at::Scalar& value,
                   kiln_scatter_reduce_t reduce, Tensor& out, bool include_self = true) {
   if (!all_describable({&self, &index}) || (src && !describable(*src)) || index.scalar_type() != at::kLong)
     return false;
@@ -124,10 +130,11 @@ bool scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Te
   if (!describable(out)) return false;
   if (!out.is_same(self)) out.copy_(self);
   if (index.numel() == 0) return true;
+  double v = src ? 0.0 : checked_double(value, self.scalar_type());
   int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   kiln_tensor_t dout = describe(out), di = describe(index), ds;
   if (src) ds = describe(*src);
-  KILN_CHECK(kiln_kernel_scatter(&dout, static_cast<int>(d), &di, src ? &ds : nullptr, value, reduce,
+  KILN_CHECK_RT(kiln_kernel_scatter(&dout, static_cast<int>(d), &di, src ? &ds : nullptr, v, reduce,
                                  include_self ? 1 : 0));
   return true;
 }
@@ -138,7 +145,8 @@ Tensor& scatter_src_out(const Tensor& self, int64_t dim, const Tensor& index, co
 }
 
 Tensor& scatter_value_out(const Tensor& self, int64_t dim, const Tensor& index, const at::Scalar& value, Tensor& out) {
-  if (scatter_impl(self, dim, index, nullptr, value.toDouble(), KILN_SCATTER_NONE, out)) return out;
+  if (scatter_impl(self, dim, index, nullptr, value, KILN_SCATTER_NONE, out))
+    return out;
   return KILN_FALLBACK(scatter_value_out, self, dim, index, value, out);
 }
 
@@ -175,7 +183,9 @@ Tensor& scatter_reduce_out(const Tensor& self, int64_t dim, const Tensor& index,
 
 Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, const at::Scalar& value,
                                  c10::string_view reduce, Tensor& out) {
-  if (scatter_impl(self, dim, index, nullptr, value.toDouble(), reduce_mode(reduce, false), out)) return out;
+  if (scatter_impl(self, dim, index, nullptr, value, reduce_mode(reduce, false),
+                   out))
+    return out;
   return KILN_FALLBACK(scatter_value_reduce_out, self, dim, index, value, reduce, out);
 }
 
@@ -198,7 +208,9 @@ Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t ste
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   kiln_tensor_t d = describe(out);
-  KILN_CHECK(kiln_kernel_linspace(&d, start.toDouble(), end.toDouble()));
+  // As aten: one step is just start (end is not read, so not range checked).
+  double s = checked_double(start, out.scalar_type());
+  KILN_CHECK(kiln_kernel_linspace(&d, s, steps == 1 ? s : checked_double(end, out.scalar_type())));
   return out;
 }
 
@@ -231,12 +243,18 @@ Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index, cons
   if (index.numel() == 0) return out;
   int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   kiln_tensor_t dout = describe(out), di = describe(index), ds = describe(source);
-  KILN_CHECK(kiln_kernel_index_add(&dout, static_cast<int>(d), &di, &ds, alpha.toDouble()));
+  KILN_CHECK(kiln_kernel_index_add(&dout, static_cast<int>(d), &di, &ds, checked_double(alpha, self.scalar_type())));
   return out;
 }
 
-// Advanced-index list: bool/uint8 masks become long indices (nonzero), all broadcast to one shape.
+// The advanced-index list as aten builds it (expandTensors, make_info): a bool/uint8 mask must
+// have the sizes of the dims it indexes (IndexError otherwise) and becomes long indices
+// (nonzero); all indices broadcast to one shape (IndexError "shape mismatch" otherwise); an index
+// on another device (a CPU index tensor for a kiln self, as CUDA allows) moves to self's device.
+// Returns false (the caller falls back) for index dtypes kiln has no kernel for.
 bool expand_indices(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, std::vector<Tensor>& out) {
+  TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", indices.size(), ")");
   std::vector<Tensor> idx;
   for (size_t i = 0; i < indices.size(); i++) {
     std::optional<Tensor> o = indices.get(i);
@@ -246,6 +264,13 @@ bool expand_indices(const Tensor& self, const c10::List<std::optional<Tensor>>& 
     }
     const Tensor& t = *o;
     if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) {
+      if (t.scalar_type() == at::kByte)
+        TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+      for (int64_t j = 0; j < t.dim(); j++) {
+        int64_t src = static_cast<int64_t>(idx.size()) + j;
+        TORCH_CHECK_INDEX(t.size(j) == self.size(src), "The shape of the mask ", t.sizes(), " at index ", j,
+                          " does not match the shape of the indexed tensor ", self.sizes(), " at index ", src);
+      }
       Tensor nz = at::nonzero(t.to(at::kBool));
       for (int64_t j = 0; j < t.dim(); j++) idx.push_back(nz.select(1, j));
     } else {
@@ -259,11 +284,21 @@ bool expand_indices(const Tensor& self, const c10::List<std::optional<Tensor>>& 
   for (auto& t : idx)
     if (t.defined()) defined.push_back(t);
   if (defined.empty()) return false;
-  auto expanded = at::expand_outplace(defined);
+  std::vector<Tensor> expanded;
+  try {
+    expanded = at::expand_outplace(defined);
+  } catch (const c10::Error&) {
+    std::ostringstream shapes;
+    for (size_t k = 0; k < defined.size(); k++) shapes << (k ? ", " : "") << defined[k].sizes();
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                      shapes.str());
+  }
   size_t k = 0;
   for (auto& t : idx) {
-    if (t.defined()) t = expanded[k++];
-    if (t.defined() && !describable(t)) return false;
+    if (!t.defined()) continue;
+    t = expanded[k++];
+    if (t.device() != self.device()) t = t.to(self.device());
+    if (!describable(t)) return false;
   }
   out = std::move(idx);
   return true;
@@ -276,7 +311,6 @@ Tensor index(const Tensor& self, const c10::List<std::optional<Tensor>>& indices
   std::vector<const kiln_tensor_t*> ptrs(idx.size());
   for (size_t i = 0; i < idx.size(); i++) {
     if (idx[i].defined()) {
-      check_device(self, idx[i]);
       descs[i] = describe(idx[i]);
       ptrs[i] = &descs[i];
     } else {
@@ -294,19 +328,37 @@ Tensor index(const Tensor& self, const c10::List<std::optional<Tensor>>& indices
   return out;
 }
 
+// An expanded (self-overlapping) self is allowed with a warning, as on CPU, where the writes go
+// through the overlapping elements in index order: aten's CPU kernel does exactly that on a host
+// alias of kiln memory (counted as a fallback; the fallback proper cannot write back into an
+// overlapping tensor).
+Tensor& index_put_overlapping(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
+                              bool accumulate, bool unsafe) {
+  record_fallback("aten::_index_put_impl_[expanded self]");
+  for (c10::DeviceIndex i = 0; i < device_count(); i++) synchronize(i);
+  c10::List<std::optional<Tensor>> host;
+  for (size_t i = 0; i < indices.size(); i++) {
+    std::optional<Tensor> o = indices.get(i);
+    host.push_back(o.has_value() && o->defined() ? std::optional<Tensor>(host_alias(*o)) : std::nullopt);
+  }
+  Tensor h = host_alias(self);
+  at::_index_put_impl_(h, host, host_alias(values), accumulate, unsafe);
+  return self;
+}
+
 Tensor& index_put_impl(Tensor& self, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
                        bool accumulate, bool unsafe) {
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
+    return index_put_overlapping(self, indices, values, accumulate, unsafe);
   std::vector<Tensor> idx;
   if (!all_describable({&self, &values}) || values.scalar_type() != self.scalar_type() ||
       !expand_indices(self, indices, idx))
     return KILN_FALLBACK(_index_put_impl_, self, indices, values, accumulate, unsafe);
-  at::assert_no_internal_overlap(self);
   check_device(self, values);
   std::vector<kiln_tensor_t> descs(idx.size());
   std::vector<const kiln_tensor_t*> ptrs(idx.size());
   for (size_t i = 0; i < idx.size(); i++) {
     if (idx[i].defined()) {
-      check_device(self, idx[i]);
       descs[i] = describe(idx[i]);
       ptrs[i] = &descs[i];
     } else {

@@ -30,6 +30,12 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   (void)op;
 }
 
+// addmm's beta/alpha as aten's CPU GEMM reads them: in the opmath dtype of out (float for f16/bf16).
+double gemm_scalar(const Scalar& s, const Tensor& out) {
+  at::ScalarType t = out.scalar_type();
+  return checked_double(s, t == at::kHalf || t == at::kBFloat16 ? at::kFloat : t);
+}
+
 // out = beta*bias + alpha*(a @ b) through kiln_kernel_matmul_ex; out must not alias a or b.
 void run_matmul(const Tensor& a, const Tensor& b, const Tensor* bias, double beta, double alpha, Tensor& out) {
   check_device(out, a);
@@ -88,7 +94,7 @@ Tensor& addmm_out(const Tensor& self, const Tensor& mat1, const Tensor& mat2, co
       out.scalar_type() != mat1.scalar_type())
     return KILN_FALLBACK(addmm_out, self, mat1, mat2, beta, alpha, out);
   at::native::resize_output(out, {mat1.size(0), mat2.size(1)});
-  run_matmul(mat1, mat2, &self, beta.toDouble(), alpha.toDouble(), out);
+  run_matmul(mat1, mat2, &self, gemm_scalar(beta, out), gemm_scalar(alpha, out), out);
   return out;
 }
 
@@ -105,7 +111,7 @@ Tensor& baddbmm_out(const Tensor& self, const Tensor& b1, const Tensor& b2, cons
       out.scalar_type() != b1.scalar_type())
     return KILN_FALLBACK(baddbmm_out, self, b1, b2, beta, alpha, out);
   at::native::resize_output(out, shape);
-  run_matmul(b1, b2, &self, beta.toDouble(), alpha.toDouble(), out);
+  run_matmul(b1, b2, &self, gemm_scalar(beta, out), gemm_scalar(alpha, out), out);
   return out;
 }
 
@@ -122,7 +128,7 @@ Tensor& addmv_out(const Tensor& self, const Tensor& mat, const Tensor& vec, cons
       out.scalar_type() != mat.scalar_type())
     return KILN_FALLBACK(addmv_out, self, mat, vec, beta, alpha, out);
   at::native::resize_output(out, {mat.size(0)});
-  run_matmul(mat, vec, &self, beta.toDouble(), alpha.toDouble(), out);
+  run_matmul(mat, vec, &self, gemm_scalar(beta, out), gemm_scalar(alpha, out), out);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <ATen/ops/acos.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/addcdiv.h>
+#include <ATen/ops/any.h>
 #include <ATen/ops/addcmul.h>
 #include <ATen/ops/asin.h>
 #include <ATen/ops/atan.h>
@@ -102,15 +103,30 @@ using at::ScalarType;
 using at::Tensor;
 
 // ---- generic drivers (return false when kiln cannot describe the operands) ----------------
+// They call the kernel also for 0-size operands: it validates the op and dtypes first, so an op
+// undefined for a dtype raises as on CPU even with no elements.
+
+// A drivers' f32 compute for an f16/bf16 result (opmath: scalar operands keep float precision)
+// is exact only when the tensor operands already have the result dtype and out has it too. CPU
+// PyTorch first rounds other operands to the result dtype and rounds the result to it before
+// casting to out's dtype; compute in the result dtype (the kernel's f16/bf16 compute) does that.
+ScalarType exact_compute(ScalarType compute, ScalarType result, const Tensor& out,
+                         std::initializer_list<const Tensor*> ins) {
+  if (compute != at::kFloat || (result != at::kHalf && result != at::kBFloat16)) return compute;
+  bool mixed = out.scalar_type() != result;
+  for (const Tensor* t : ins)
+    if (t->defined() && t->dim() > 0 && t->scalar_type() != result) mixed = true;
+  return mixed ? result : compute;
+}
+
 
 bool run_unary(kiln_unary_op_t op, const Tensor& x, const kiln_unary_params_t* p,
                ScalarType compute, Tensor& out, std::optional<ScalarType> result = std::nullopt) {
   if (!all_describable({&x}) || !to_kiln_dtype(compute)) return false;
   check_device(out, x);
-  at::native::resize_output(out, x.sizes());
+  resize_out(out, x.sizes(), {&x});
   if (!describable(out)) return false;
   check_out(out, result.value_or(compute), {&x});
-  if (out.numel() == 0) return true;
   kiln_tensor_t dx = describe(x), dout = describe(out);
   KILN_CHECK(kiln_kernel_unary_ex(op, &dx, p, kdt(compute), &dout));
   return true;
@@ -121,10 +137,10 @@ bool run_binary(kiln_binary_op_t op, const Tensor& a, const Tensor& b, double al
   if (!all_describable({&a, &b}) || !to_kiln_dtype(compute)) return false;
   check_device(out, a);
   check_device(out, b);
-  at::native::resize_output(out, at::infer_size_dimvector(a.sizes(), b.sizes()));
+  resize_out(out, at::infer_size_dimvector(a.sizes(), b.sizes()), {&a, &b});
   if (!describable(out)) return false;
   check_out(out, result, {&a, &b});
-  if (out.numel() == 0) return true;
+  compute = exact_compute(compute, result, out, {&a, &b});
   kiln_tensor_t da = describe(a), db = describe(b), dout = describe(out);
   KILN_CHECK(kiln_kernel_binary(op, &da, &db, alpha, kdt(compute), &dout));
   return true;
@@ -134,10 +150,9 @@ bool run_binary_scalar(kiln_binary_op_t op, const Tensor& a, const Scalar& b, do
                        ScalarType compute, ScalarType result, Tensor& out) {
   if (!all_describable({&a}) || !to_kiln_dtype(compute)) return false;
   check_device(out, a);
-  at::native::resize_output(out, a.sizes());
+  resize_out(out, a.sizes(), {&a});
   if (!describable(out)) return false;
   check_out(out, result, {&a});
-  if (out.numel() == 0) return true;
   ScalarBox sb(b, compute);
   kiln_tensor_t da = describe(a), dout = describe(out);
   KILN_CHECK(kiln_kernel_binary(op, &da, &sb.desc, alpha, kdt(compute), &dout));
@@ -155,10 +170,10 @@ bool run_ternary(kiln_ternary_op_t op, const Tensor& a, const Tensor& b, const T
   at::DimVector shape(a.sizes().begin(), a.sizes().end());
   if (b.defined()) shape = at::infer_size_dimvector(shape, b.sizes());
   if (c.defined()) shape = at::infer_size_dimvector(shape, c.sizes());
-  at::native::resize_output(out, shape);
+  resize_out(out, shape, {&a, &b, &c});
   if (!describable(out)) return false;
   check_out(out, result.value_or(compute), {&a, &b, &c});
-  if (out.numel() == 0) return true;
+  compute = exact_compute(compute, result.value_or(compute), out, {&a, &b, &c});
   kiln_tensor_t da = describe(a), dout = describe(out), db, dc;
   if (b.defined()) db = describe(b);
   if (c.defined()) dc = describe(c);
@@ -251,7 +266,7 @@ Tensor& relu_(Tensor& self) {
 
 Tensor& leaky_relu_out(const Tensor& self, const Scalar& slope, Tensor& out) {
   kiln_unary_params_t p = {};
-  p.alpha = slope.toDouble();
+  p.alpha = checked_double(slope, opmath(self.scalar_type()));
   if (run_unary(KILN_UNARY_LEAKY_RELU, self, &p, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(leaky_relu_out, self, slope, out);
 }
@@ -259,17 +274,17 @@ Tensor& leaky_relu_out(const Tensor& self, const Scalar& slope, Tensor& out) {
 Tensor& elu_out(const Tensor& self, const Scalar& alpha, const Scalar& scale,
                 const Scalar& input_scale, Tensor& out) {
   kiln_unary_params_t p = {};
-  p.alpha = alpha.toDouble();
-  p.scale = scale.toDouble();
-  p.input_scale = input_scale.toDouble();
+  p.alpha = checked_double(alpha, opmath(self.scalar_type()));
+  p.scale = checked_double(scale, opmath(self.scalar_type()));
+  p.input_scale = checked_double(input_scale, opmath(self.scalar_type()));
   if (run_unary(KILN_UNARY_ELU, self, &p, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(elu_out, self, alpha, scale, input_scale, out);
 }
 
 Tensor& softplus_out(const Tensor& self, const Scalar& beta, const Scalar& threshold, Tensor& out) {
   kiln_unary_params_t p = {};
-  p.alpha = beta.toDouble();
-  p.threshold = threshold.toDouble();
+  p.alpha = checked_double(beta, opmath(self.scalar_type()));
+  p.threshold = checked_double(threshold, opmath(self.scalar_type()));
   if (run_unary(KILN_UNARY_SOFTPLUS, self, &p, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(softplus_out, self, beta, threshold, out);
 }
@@ -286,9 +301,9 @@ Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& lo, const std
   kiln_unary_params_t p = {};
   p.has_min = lo.has_value();
   p.has_max = hi.has_value();
-  if (p.has_min) p.min = lo->toDouble();
-  if (p.has_max) p.max = hi->toDouble();
   ScalarType compute = clamp_compute(self, lo, hi);
+  if (p.has_min) p.min = checked_double(*lo, compute);
+  if (p.has_max) p.max = checked_double(*hi, compute);
   if (run_unary(KILN_UNARY_CLAMP, self, &p, compute, out)) return out;
   return KILN_FALLBACK(clamp_out, self, lo, hi, out);
 }
@@ -296,7 +311,7 @@ Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& lo, const std
 Tensor& clamp_min_out(const Tensor& self, const Scalar& lo, Tensor& out) {
   kiln_unary_params_t p = {};
   p.has_min = 1;
-  p.min = lo.toDouble();
+  p.min = checked_double(lo, at::result_type(self, lo));
   if (run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, lo), out)) return out;
   return KILN_FALLBACK(clamp_min_out, self, lo, out);
 }
@@ -304,7 +319,7 @@ Tensor& clamp_min_out(const Tensor& self, const Scalar& lo, Tensor& out) {
 Tensor& clamp_max_out(const Tensor& self, const Scalar& hi, Tensor& out) {
   kiln_unary_params_t p = {};
   p.has_max = 1;
-  p.max = hi.toDouble();
+  p.max = checked_double(hi, at::result_type(self, hi));
   if (run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, hi), out)) return out;
   return KILN_FALLBACK(clamp_max_out, self, hi, out);
 }
@@ -312,16 +327,16 @@ Tensor& clamp_max_out(const Tensor& self, const Scalar& hi, Tensor& out) {
 Tensor& hardtanh_out(const Tensor& self, const Scalar& lo, const Scalar& hi, Tensor& out) {
   kiln_unary_params_t p = {};
   p.has_min = p.has_max = 1;
-  p.min = lo.toDouble();
-  p.max = hi.toDouble();
+  p.min = checked_double(lo, self.scalar_type());
+  p.max = checked_double(hi, self.scalar_type());
   if (run_unary(KILN_UNARY_CLAMP, self, &p, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(hardtanh_out, self, lo, hi, out);
 }
 
 Tensor& pow_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) {
   kiln_unary_params_t p = {};
-  p.alpha = exponent.toDouble();
   ScalarType compute = at::result_type(self, exponent);
+  p.alpha = checked_double(exponent, compute);
   bool int_ok = !at::isIntegralType(compute, true) || (exponent.isIntegral(false) && exponent.toLong() >= 0);
   if (int_ok && run_unary(KILN_UNARY_POW_SCALAR, self, &p, compute, out)) return out;
   return KILN_FALLBACK(pow_Tensor_Scalar_out, self, exponent, out);
@@ -331,7 +346,7 @@ Tensor& pow_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) 
 
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_ADD, self, other, alpha.toDouble(), opmath(r), r, out)) return out;
+  if (run_binary(KILN_BINARY_ADD, self, other, checked_double(alpha, r), opmath(r), r, out)) return out;
   return KILN_FALLBACK(add_out, self, other, alpha, out);
 }
 
@@ -340,7 +355,7 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
               "Subtraction, the `-` operator, with two bool tensors is not supported. "
               "Use the `^` or `logical_xor()` operator instead.");
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_SUB, self, other, alpha.toDouble(), opmath(r), r, out)) return out;
+  if (run_binary(KILN_BINARY_SUB, self, other, checked_double(alpha, r), opmath(r), r, out)) return out;
   return KILN_FALLBACK(sub_out, self, other, alpha, out);
 }
 
@@ -461,7 +476,7 @@ Tensor& silu_backward_out(const Tensor& grad, const Tensor& x, Tensor& out) {
 
 Tensor& threshold_backward_out(const Tensor& grad, const Tensor& x, const Scalar& threshold, Tensor& out) {
   ScalarType r = rt(grad, x);
-  if (run_binary(KILN_BINARY_THRESHOLD_BACKWARD, grad, x, threshold.toDouble(), r, r, out)) return out;
+  if (run_binary(KILN_BINARY_THRESHOLD_BACKWARD, grad, x, checked_double(threshold, opmath(r)), r, r, out)) return out;
   return KILN_FALLBACK(threshold_backward_grad_input, grad, x, threshold, out);
 }
 
@@ -494,7 +509,7 @@ Tensor where_self(const Tensor& cond, const Tensor& self, const Tensor& other) {
 Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& weight, Tensor& out) {
   TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
               " for `end` but got dtype ", end.scalar_type());
-  ScalarBox w(weight, self.scalar_type());
+  ScalarBox w(checked_scalar(weight, opmath(self.scalar_type())), self.scalar_type());
   Tensor wt = at::from_blob(&w.v, {}, at::TensorOptions().dtype(at::isFloatingType(self.scalar_type()) ? at::kDouble : at::kLong));
   if (run_ternary(KILN_TERNARY_LERP, self, end, wt, 0.0, opmath(self.scalar_type()), out, self.scalar_type()))
     return out;
@@ -518,7 +533,8 @@ ScalarType rt3(const Tensor& a, const Tensor& b, const Tensor& c) {
 }
 
 Tensor& addcmul_out(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, Tensor& out) {
-  if (run_ternary(KILN_TERNARY_ADDCMUL, self, t1, t2, value.toDouble(), opmath(rt3(self, t1, t2)), out, rt3(self, t1, t2)))
+  ScalarType r = rt3(self, t1, t2);
+  if (run_ternary(KILN_TERNARY_ADDCMUL, self, t1, t2, checked_double(value, opmath(r)), opmath(r), out, r))
     return out;
   return KILN_FALLBACK(addcmul_out, self, t1, t2, value, out);
 }
@@ -531,7 +547,8 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2, cons
               "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
               "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all "
               "dtypes.");
-  if (run_ternary(KILN_TERNARY_ADDCDIV, self, t1, t2, value.toDouble(), opmath(rt3(self, t1, t2)), out, rt3(self, t1, t2)))
+  ScalarType r = rt3(self, t1, t2);
+  if (run_ternary(KILN_TERNARY_ADDCDIV, self, t1, t2, checked_double(value, opmath(r)), opmath(r), out, r))
     return out;
   return KILN_FALLBACK(addcdiv_out, self, t1, t2, value, out);
 }
@@ -549,22 +566,30 @@ Tensor& clamp_tensor_out(const Tensor& self, const std::optional<Tensor>& lo,
 
 // ---- fill / masked_fill ------------------------------------------------------------------
 
+// fill_ writes one value, so an expanded (self-overlapping) self is fine, as on CPU: the
+// kernel writes each memory location once through collapse_broadcast. The value is range
+// checked in self's dtype; CPU's one-element fast path admits any real value into f16/bf16.
 Tensor& fill_scalar(Tensor& self, const Scalar& value) {
   if (!describable(self)) return KILN_FALLBACK(fill__Scalar, self, value);
-  at::assert_no_internal_overlap(self);
+  Scalar v = self.numel() == 1 ? single_fill_scalar(value, self.scalar_type())
+                               : checked_scalar(value, self.scalar_type());
   if (self.numel() == 0) return self;
-  kiln_tensor_t d = describe(self);
-  if (value.isIntegral(false) && !at::isFloatingType(self.scalar_type()))
-    KILN_CHECK(kiln_kernel_fill_i64(&d, value.toLong()));
+  kiln_tensor_t d = describe(collapse_broadcast(self));
+  if (v.isIntegral(false))
+    KILN_CHECK(kiln_kernel_fill_i64(&d, v.toLong()));
   else
-    KILN_CHECK(kiln_kernel_fill(&d, value.toDouble()));
+    KILN_CHECK(kiln_kernel_fill(&d, v.toDouble()));
   return self;
 }
 
+// As aten: a value on self's device is copied in (a cast, no range check); another device's
+// (a CPU scalar for a kiln self) is read as a Scalar and filled with the range check.
 Tensor& fill_tensor(Tensor& self, const Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
-  return fill_scalar(self, value.item());
+  if (value.device() != self.device()) return fill_scalar(self, value.item());
+  self.copy_(self.is_alias_of(value) ? value.clone() : value);
+  return self;
 }
 
 Tensor& zero_(Tensor& self) { return fill_scalar(self, 0); }
@@ -576,10 +601,21 @@ Tensor& masked_fill_scalar(Tensor& self, const Tensor& mask, const Scalar& value
               " cannot be broadcast to ", self.sizes());
   if (!all_describable({&self, &mask})) return KILN_FALLBACK(masked_fill__Scalar, self, mask, value);
   check_device(self, mask);
-  at::assert_no_internal_overlap(self);
+  ScalarBox sb(checked_scalar(value, self.scalar_type()), self.scalar_type());
   if (self.numel() == 0) return self;
-  ScalarBox sb(value, self.scalar_type());
-  kiln_tensor_t dm = describe(mask), ds = describe(self);
+  Tensor target = self, m = mask;
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN("Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar");
+    // Each memory location once: it takes the value where any element aliasing it is masked.
+    target = collapse_broadcast(self);
+    std::vector<int64_t> dims;
+    for (int64_t i = 0; i < self.dim(); i++)
+      if (target.size(i) != self.size(i)) dims.push_back(i);
+    m = at::any(mask.expand(self.sizes()), dims, /*keepdim=*/true);
+  }
+  at::assert_no_partial_overlap(target, m);
+  kiln_tensor_t dm = describe(m), ds = describe(target);
   KILN_CHECK(kiln_kernel_ternary(KILN_TERNARY_WHERE, &dm, &sb.desc, &ds, 0.0, kdt(self.scalar_type()), &ds));
   return self;
 }

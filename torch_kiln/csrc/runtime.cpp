@@ -45,13 +45,18 @@ void check(kiln_status_t status, const char* what) {
     case KILN_ERROR_NOT_FOUND:
     case KILN_ERROR_OUT_OF_RANGE:
       TORCH_CHECK_INDEX(false, msg);
-    case KILN_ERROR_INVALID_ARGUMENT:
-      TORCH_CHECK_VALUE(false, msg);
     case KILN_ERROR_UNIMPLEMENTED:
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    case KILN_ERROR_INVALID_ARGUMENT:
+      TORCH_CHECK(false, msg);
     default:
       TORCH_CHECK(false, msg, " (", kiln_status_code_name(status), ")");
   }
+}
+
+void check_runtime(kiln_status_t status, const char* what) {
+  if (status == KILN_ERROR_OUT_OF_RANGE) TORCH_CHECK(false, "kiln: ", kiln_status_message());
+  check(status, what);
 }
 
 void synchronize(c10::DeviceIndex index) { check(kiln_device_synchronize(device(index)), "synchronize"); }
