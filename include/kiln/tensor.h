@@ -26,12 +26,14 @@ typedef struct kiln_tensor {
   int64_t strides[KILN_MAX_DIMS];
 } kiln_tensor_t;
 
-/* Number of elements (product of shape; 1 for rank 0). */
+/* Number of elements (product of shape; 1 for rank 0); -1 for a bad rank, a negative dim or a
+ * product beyond int64. */
 int64_t kiln_tensor_numel(const kiln_tensor_t* t);
 /* 1 if the tensor is dense row-major (C-contiguous), ignoring strides of size-1 dims. */
 int kiln_tensor_is_contiguous(const kiln_tensor_t* t);
 /* Fills a contiguous descriptor. Returns INVALID_ARGUMENT if ndim is outside [0, KILN_MAX_DIMS],
- * a dim is negative or the strides overflow int64 (the descriptor is then partly filled). */
+ * a dim is negative or the shape holds more than 2^48 elements (zero dims counted as 1; the
+ * descriptor is then still filled, with saturated strides). */
 int kiln_tensor_init_contiguous(kiln_tensor_t* t, void* data, kiln_dtype_t dtype, int32_t ndim,
                                 const int64_t* shape);
 

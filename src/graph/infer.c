@@ -729,11 +729,12 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       } else if (s->op == GX_OP_AVG_POOL_BW) {
         if (s->i[8] < 0) return BADARG("%s: negative divisor_override", what);
         kiln_tensor_t tx;
-        kiln_status_t st =
-            kiln_tensor_init_contiguous(&tx, NULL, (kiln_dtype_t)gr->dtype, gr->ndim, shp);
-        if (st != KILN_OK) return reraise(st, what); /* input sizes beyond int64 strides */
+        kiln_status_t sx = kiln_tensor_init_contiguous(&tx, NULL, (kiln_dtype_t)gr->dtype,
+                                                       gr->ndim, shp);
+        if (sx != KILN_OK) return reraise(sx, what);
         int64_t os[KILN_MAX_DIMS];
-        st = kiln_pool2d_output_shape(&tx, s->i, s->i + 2, s->i + 4, NULL, (int)s->i[6], os);
+        kiln_status_t st = kiln_pool2d_output_shape(&tx, s->i, s->i + 2, s->i + 4, NULL,
+                                                    (int)s->i[6], os);
         if (st != KILN_OK) return reraise(st, what);
         if (memcmp(os, gr->shape, sizeof(int64_t) * (size_t)gr->ndim))
           return BADARG("%s: grad_out %s, expected %s for input %s", what, SH(b1, gr),

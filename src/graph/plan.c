@@ -14,6 +14,11 @@
 #include "kiln/dtype.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
+
+/* The largest arena a plan may need: offsets and ends stay far from int64's range (each buffer
+ * is at most 2^51 bytes). A program that needs more can never run. */
+#define GX_ARENA_MAX (INT64_C(1) << 62)
 
 static int64_t round_up(int64_t x) { return (x + GX_ALIGN - 1) / GX_ALIGN * GX_ALIGN; }
 
@@ -255,10 +260,11 @@ static kiln_status_t place(kiln_exec_t* e) {
   }
   for (int i = 0; i < nb; i++) idx[i] = i;
   int64_t arena = 0;
+  int too_big = 0;
   if (e->flags & KILN_COMPILE_NO_MEMORY_REUSE) {
-    for (int i = 0; i < nb; i++) {
+    for (int i = 0; i < nb && !too_big; i++) {
       e->bufs[i].offset = arena;
-      arena += e->bufs[i].bytes;
+      too_big = !kiln_add_i64(arena, e->bufs[i].bytes, &arena) || arena > GX_ARENA_MAX;
     }
   } else {
     /* largest first (ties: earliest first); insertion sort keeps this thread-safe and stable */
@@ -275,7 +281,7 @@ static kiln_status_t place(kiln_exec_t* e) {
       idx[j + 1] = x;
     }
     int n_placed = 0;
-    for (int ii = 0; ii < nb; ii++) {
+    for (int ii = 0; ii < nb && !too_big; ii++) {
       gx_buffer* b = &e->bufs[idx[ii]];
       int nl = 0;
       for (int k = 0; k < n_placed; k++) {
@@ -307,7 +313,9 @@ static kiln_status_t place(kiln_exec_t* e) {
         }
       }
       b->offset = best >= 0 ? best : cur;
+      /* offsets <= arena <= GX_ARENA_MAX and bytes <= 2^51: no sum here overflows */
       if (b->offset + b->bytes > arena) arena = b->offset + b->bytes;
+      too_big = arena > GX_ARENA_MAX;
       placed[n_placed++] = idx[ii];
     }
   }
@@ -315,6 +323,10 @@ static kiln_status_t place(kiln_exec_t* e) {
   gx_free(&e->alloc, idx);
   gx_free(&e->alloc, placed);
   gx_free(&e->alloc, live);
+  if (too_big)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_graph_compile: the intermediates need more than 2^62 bytes at once "
+                      "(%d buffers)", nb);
   return KILN_OK;
 }
 
@@ -527,7 +539,9 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
         goto done;
       }
       e->st_idx[v] = L.buf_of[v];
-      e->stats.intermediates_bytes += round_up(value_bytes(&g->values[v]));
+      if (!kiln_add_i64(e->stats.intermediates_bytes, round_up(value_bytes(&g->values[v])),
+                        &e->stats.intermediates_bytes))
+        e->stats.intermediates_bytes = INT64_MAX; /* a statistic: saturates */
     }
   }
   st = place(e);
@@ -544,8 +558,14 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
     if (need > per) per = need;
   }
   e->scratch_per_thread = per;
+  int64_t scratch_all;
+  if (!kiln_mul_i64(per, e->n_threads, &scratch_all)) {
+    st = kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: scratch of %lld bytes per thread",
+                    (long long)per);
+    goto done;
+  }
   if (per > 0) {
-    e->scratch = kiln_allocator_alloc(a, (size_t)(per * e->n_threads), GX_ALIGN);
+    e->scratch = kiln_allocator_alloc(a, (size_t)scratch_all, GX_ALIGN);
     if (!e->scratch) {
       st = kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln graph: out of memory (scratch)");
       goto done;
@@ -579,7 +599,9 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
   e->stats.arena_bytes = e->arena_bytes;
   e->stats.scratch_bytes = per * e->n_threads;
   for (int v = 0; v < NV; v++)
-    if (e->st_cls[v] == GX_ST_CONST) e->stats.constant_bytes += value_bytes(&g->values[v]);
+    if (e->st_cls[v] == GX_ST_CONST &&
+        !kiln_add_i64(e->stats.constant_bytes, value_bytes(&g->values[v]), &e->stats.constant_bytes))
+      e->stats.constant_bytes = INT64_MAX;
 
 done:
   gx_free(a, L.buf_of);

@@ -244,7 +244,7 @@ static kiln_status_t check_param(const char* fn, const char* name, const kiln_te
   if (!kiln_dtype_is_float(t->dtype) || t->ndim != 1 || t->shape[0] != C)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s %s (%s), expected [%lld] floating", fn,
                       name, shp(t, b, sizeof b), kiln_dtype_name(t->dtype), (long long)C);
-  return KILN_OK;
+  return cnn_check_size(fn, name, t);
 }
 
 static kiln_status_t check_same(const char* fn, const char* name, const kiln_tensor_t* t,
@@ -255,7 +255,7 @@ static kiln_status_t check_same(const char* fn, const char* name, const kiln_ten
   if (!ok)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s %s, expected floating %s like x", fn,
                       name, t ? shp(t, b1, sizeof b1) : "NULL", shp(x, b2, sizeof b2));
-  return KILN_OK;
+  return cnn_check_size(fn, name, t);
 }
 
 static kiln_status_t check_x(const char* fn, const kiln_tensor_t* x) {
@@ -265,7 +265,7 @@ static kiln_status_t check_x(const char* fn, const kiln_tensor_t* x) {
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
                       "%s: x %s (%s), expected a floating [N, C, ...] tensor", fn,
                       shp(x, b, sizeof b), kiln_dtype_name(x->dtype));
-  return KILN_OK;
+  return cnn_check_size(fn, "x", x);
 }
 
 static int64_t grain_for(int64_t per_channel) {

@@ -6,7 +6,9 @@
 #include <stdio.h>
 
 #include "kernels/half.h"
+#include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "runtime/checked.h"
 
 /* Formats t's shape as "[a, b, ...]" into buf (for error messages); returns buf. */
 static inline const char* shp(const kiln_tensor_t* t, char* buf, size_t cap) {
@@ -15,6 +17,17 @@ static inline const char* shp(const kiln_tensor_t* t, char* buf, size_t cap) {
     n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld", (long long)t->shape[i]);
   if (n < cap) snprintf(buf + n, cap - n, "]");
   return buf;
+}
+
+/* INVALID_ARGUMENT unless t (non-NULL, rank checked) passes kiln_tensor_size_ok. */
+static inline kiln_status_t cnn_check_size(const char* fn, const char* name,
+                                           const kiln_tensor_t* t) {
+  char b[128];
+  if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS || !kiln_tensor_size_ok(t))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: %s %s has a negative dim, more than 2^48 elements or strides beyond int64", fn,
+                      name, t->ndim >= 0 && t->ndim <= KILN_MAX_DIMS ? shp(t, b, sizeof b) : "?");
+  return KILN_OK;
 }
 
 /* One floating element (f32, f64, f16 or bf16) at p, as double. */

@@ -165,6 +165,10 @@ static kiln_status_t check_conv(const char* fn, const kiln_tensor_t* x, const ki
   char b1[128], b2[128], b3[128], b4[128];
   if (x == NULL || w == NULL || stride == NULL || padding == NULL || dilation == NULL)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+  KILN_RETURN_IF_ERROR(cnn_check_size(fn, "x", x));
+  KILN_RETURN_IF_ERROR(cnn_check_size(fn, "weight", w));
+  if (bias) KILN_RETURN_IF_ERROR(cnn_check_size(fn, "bias", bias));
+  if (y) KILN_RETURN_IF_ERROR(cnn_check_size(fn, yname, y));
   if (!kiln_dtype_is_float(x->dtype) || w->dtype != x->dtype || (y && y->dtype != x->dtype) ||
       (bias != NULL && bias->dtype != x->dtype))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
@@ -246,6 +250,7 @@ static kiln_status_t check_conv(const char* fn, const kiln_tensor_t* x, const ki
 static kiln_status_t check_like(const char* fn, const char* name, const kiln_tensor_t* t,
                                 const kiln_tensor_t* ref) {
   char b1[128], b2[128];
+  KILN_RETURN_IF_ERROR(cnn_check_size(fn, name, t));
   int ok = t->dtype == ref->dtype && t->ndim == ref->ndim;
   for (int i = 0; ok && i < t->ndim; i++) ok = t->shape[i] == ref->shape[i];
   if (!ok)

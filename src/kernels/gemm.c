@@ -20,6 +20,7 @@
 #include "kernels/gemm_internal.h"
 #include "kiln/allocator.h"
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
 
 #define MR KILN_GEMM_MR
 #define NR KILN_GEMM_NR
@@ -722,6 +723,16 @@ static kiln_status_t check_gemm(const char* fn, int64_t m, int64_t n, int64_t k,
   if (ldc < (n > 1 ? n : 1))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: ldc=%lld < n=%lld", fn, (long long)ldc,
                       (long long)n);
+  /* element spans (rows - 1) * ld + cols of A, B, C, in bytes, must fit int64 */
+  const int64_t a_rows = ta ? k : m, b_rows = tb ? n : k;
+  int64_t sa, sb, sc;
+  if (!kiln_muladd_i64(a_rows, lda, a_cols, &sa) || !kiln_mul_i64(sa, 8, &sa) ||
+      !kiln_muladd_i64(b_rows, ldb, b_cols, &sb) || !kiln_mul_i64(sb, 8, &sb) ||
+      !kiln_muladd_i64(m, ldc, n, &sc) || !kiln_mul_i64(sc, 8, &sc))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: matrix sizes overflow (m=%lld n=%lld k=%lld lda=%lld ldb=%lld ldc=%lld)",
+                      fn, (long long)m, (long long)n, (long long)k, (long long)lda,
+                      (long long)ldb, (long long)ldc);
   if (m > 0 && n > 0 && c == NULL)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: C is NULL", fn);
   if (reads_ab && m > 0 && n > 0 && k > 0 && (a == NULL || b == NULL))

@@ -15,6 +15,7 @@
 #include "kernels/half.h"
 #include "kiln/allocator.h"
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
 
 #define MAXD (KILN_MAX_DIMS + 1)
 
@@ -213,6 +214,11 @@ kiln_status_t kiln_kernel_matmul_ex(const kiln_tensor_t* a, const kiln_tensor_t*
       out->ndim < 0 || out->ndim > KILN_MAX_DIMS)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
                       "kiln_kernel_matmul: a %s and b %s need at least 1 dim each (out %s)", sa, sb, so);
+  if (!kiln_tensor_size_ok(a) || !kiln_tensor_size_ok(b) || !kiln_tensor_size_ok(out) ||
+      (bias && (bias->ndim < 0 || bias->ndim > KILN_MAX_DIMS || !kiln_tensor_size_ok(bias))))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln_kernel_matmul: a %s, b %s or out %s (or bias) is too large (limit 2^48 "
+                      "elements) or strided beyond int64", sa, sb, so);
   if (a->dtype != b->dtype || a->dtype != out->dtype || (bias && bias->dtype != out->dtype))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
                       "kiln_kernel_matmul: dtypes differ: a %s %s, b %s %s, out %s %s%s%s",

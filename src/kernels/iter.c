@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
 
 kiln_status_t kiln_check_tensor(const kiln_tensor_t* t, const char* what) {
   if (!t) return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: NULL tensor descriptor", what);
@@ -12,13 +13,18 @@ kiln_status_t kiln_check_tensor(const kiln_tensor_t* t, const char* what) {
                       (int)t->ndim, KILN_MAX_DIMS);
   if ((int)t->dtype < 0 || t->dtype >= KILN_DTYPE_COUNT)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: invalid dtype %d", what, (int)t->dtype);
-  int64_t n = 1;
   for (int i = 0; i < t->ndim; i++) {
     if (t->shape[i] < 0)
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: negative size %lld in dim %d", what,
                         (long long)t->shape[i], i);
-    n *= t->shape[i];
   }
+  if (!kiln_tensor_size_ok(t)) {
+    char b[200];
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: tensor %s is too large (limit 2^48 elements) or strided beyond int64",
+                      what, kiln_format_shape(b, t->shape, t->ndim));
+  }
+  const int64_t n = kiln_tensor_numel(t);
   if (n > 0 && !t->data)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: NULL data with %lld elements", what,
                       (long long)n);

@@ -10,6 +10,7 @@
 #include "kernels/nn_internal.h"
 #include "kiln/allocator.h"
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
@@ -386,6 +387,9 @@ kiln_status_t kiln_nn_check(const kiln_tensor_t* t, const char* op, const char* 
     if (t->shape[d] < 0)
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s has a negative size at dim %d", op,
                         name, d);
+  if (!kiln_tensor_size_ok(t))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: %s is too large (limit 2^48 elements) or strided beyond int64", op, name);
   if (t->data == NULL && kiln_tensor_numel(t) > 0)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s has NULL data", op, name);
   return KILN_OK;

@@ -14,6 +14,7 @@
 #include "kernels/half.h"
 #include "kiln/kernels/optim.h"
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF /* every fused multiply-add below is an explicit fma() */
@@ -401,6 +402,10 @@ static kiln_status_t check_entry(const char* op, const char* const* names, int n
       if (x->shape[d] < 0)
         return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s[%d] has a negative size", op,
                           names[k], t);
+    if (!kiln_tensor_size_ok(x))
+      return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                        "%s: %s[%d] is too large (limit 2^48 elements) or strided beyond int64", op,
+                        names[k], t);
     if (!x->data && kiln_tensor_numel(x) > 0)
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s[%d] has NULL data", op, names[k], t);
   }

@@ -238,7 +238,7 @@ static kiln_status_t check_input(const char* fn, const char* name, const kiln_te
   if (t->ndim != 3 && t->ndim != 4)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s %s, expected [N, C, H, W] or [C, H, W]",
                       fn, name, shp(t, b, sizeof b));
-  return KILN_OK;
+  return cnn_check_size(fn, name, t);
 }
 
 /* t must have ref's rank and leading dims, spatial (h, w) and dtype dt. */
@@ -254,7 +254,7 @@ static kiln_status_t check_out(const char* fn, const char* name, const kiln_tens
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s %s (%s), expected %s (%s) for %s", fn,
                       name, shp(t, b1, sizeof b1), kiln_dtype_name(t->dtype),
                       shp(&e, b2, sizeof b2), kiln_dtype_name(dt), shp(ref, b3, sizeof b3));
-  return KILN_OK;
+  return cnn_check_size(fn, name, t);
 }
 
 /* Output size along one axis as ATen's pooling_output_shape; -1 if a parameter is bad or the

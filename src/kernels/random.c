@@ -12,6 +12,7 @@
 #include "kernels/half.h"
 #include "kiln/kernels/random.h"
 #include "kiln/parallel.h"
+#include "runtime/checked.h"
 
 #define PH_M0 0xD2511F53u
 #define PH_M1 0xCD9E8D57u
@@ -320,6 +321,9 @@ static kiln_status_t check_desc(const kiln_tensor_t* t, const char* op, const ch
     if (t->shape[d] < 0)
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s has a negative size %lld at dim %d",
                         op, name, (long long)t->shape[d], d);
+  if (!kiln_tensor_size_ok(t))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: %s is too large (limit 2^48 elements) or strided beyond int64", op, name);
   if (!t->data && kiln_tensor_numel(t) > 0)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s has NULL data", op, name);
   return KILN_OK;

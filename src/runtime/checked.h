@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/tensor.h"
+
 /* The largest element count of any tensor a graph value, a constant or a planned buffer may
  * have (2^48: byte sizes, strides and offsets of such tensors stay far from int64's range). */
 #define KILN_NUMEL_MAX (INT64_C(1) << 48)
@@ -62,6 +64,24 @@ static inline int kiln_nbytes(const int64_t* shape, int ndim, size_t elem_size, 
   int64_t n;
   return kiln_numel_capped(shape, ndim, KILN_NUMEL_MAX, &n) &&
          kiln_mul_i64(n, (int64_t)elem_size, out);
+}
+
+/* 1 if a descriptor (rank already checked to be in [0, KILN_MAX_DIMS], dims >= 0) is one the
+ * kernels can index without overflow: numel within KILN_NUMEL_MAX (kiln_numel_capped) and a
+ * byte span sum(|stride| * (dim - 1)) * 8 that fits int64. Every kernel's descriptor check calls
+ * this, so products of a checked tensor's dims and its element offsets need no further checks. */
+static inline int kiln_tensor_size_ok(const kiln_tensor_t* t) {
+  int64_t n, span = 0, s;
+  if (!kiln_numel_capped(t->shape, t->ndim, KILN_NUMEL_MAX, &n)) return 0;
+  if (n == 0) return 1;
+  for (int i = 0; i < t->ndim; i++) {
+    const int64_t st = t->strides[i];
+    if (t->shape[i] <= 1) continue;
+    if (st == INT64_MIN || !kiln_mul_i64(st < 0 ? -st : st, t->shape[i] - 1, &s) ||
+        !kiln_add_i64(span, s, &span))
+      return 0;
+  }
+  return kiln_mul_i64(span, 8, &s);
 }
 
 /* *out = (int64_t)v truncated toward zero; 0 for NaN, +-inf and values outside int64's range

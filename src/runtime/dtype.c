@@ -28,8 +28,9 @@ int kiln_dtype_is_float(kiln_dtype_t dtype) {
 }
 
 int64_t kiln_tensor_numel(const kiln_tensor_t* t) {
-  int64_t n = 1;
-  for (int32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
+  int64_t n;
+  if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS || !kiln_numel_capped(t->shape, t->ndim, INT64_MAX, &n))
+    return -1;
   return n;
 }
 
@@ -38,7 +39,7 @@ int kiln_tensor_is_contiguous(const kiln_tensor_t* t) {
   for (int32_t i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] == 0) return 1;
     if (t->shape[i] != 1 && t->strides[i] != expected) return 0;
-    expected *= t->shape[i];
+    if (!kiln_mul_i64(expected, t->shape[i], &expected)) return 0;
   }
   return 1;
 }
@@ -52,15 +53,21 @@ int kiln_tensor_init_contiguous(kiln_tensor_t* t, void* data, kiln_dtype_t dtype
   t->dtype = dtype;
   t->ndim = ndim;
   int64_t stride = 1;
+  int too_large = 0;
   for (int32_t i = ndim - 1; i >= 0; i--) {
     if (shape[i] < 0)
       return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "negative dimension %lld at %d",
                         (long long)shape[i], (int)i);
     t->shape[i] = shape[i];
     t->strides[i] = stride;
-    if (!kiln_mul_i64(stride, shape[i] ? shape[i] : 1, &stride))
-      return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "tensor shape too large: strides overflow "
-                        "int64");
+    /* the strides stay defined (saturated) even for a rejected shape */
+    if (shape[i] > 1 && (!kiln_mul_i64(stride, shape[i], &stride) || stride > KILN_NUMEL_MAX)) {
+      too_large = 1;
+      stride = KILN_NUMEL_MAX;
+    }
   }
+  if (too_large)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "tensor shape too large (limit 2^48 elements, zero dims counted as 1)");
   return KILN_OK;
 }

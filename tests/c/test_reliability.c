@@ -517,4 +517,64 @@ KT_TEST(double_to_int_conversions) {
   KT_CHECK(buf[0] == 2 && buf[3] == 11);
 }
 
+/* ---- sizes in the memory plan and in kernel descriptors ------------------------------------ */
+
+/* 4096 intermediates of 2^51 bytes each, all in their own range: 2^63 bytes of arena would wrap */
+KT_TEST(arena_size_overflow) {
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int64_t one = 1, big = INT64_C(1) << 48;
+  int x, e, acc = -1;
+  KT_OK(kiln_graph_input(g, KILN_DTYPE_F64, 1, &one, &x));
+  KT_OK(kiln_graph_expand(g, x, 1, &big, &e));
+  for (int i = 0; i < 4096; i++) {
+    int c, y, r;
+    KT_OK(kiln_graph_scalar(g, (double)i, KILN_DTYPE_F64, &c));
+    KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, e, c, 1.0, KILN_DTYPE_F64, &y));
+    KT_OK(kiln_graph_reduce(g, KILN_REDUCE_SUM, y, 0, 0, 0.0, KILN_DTYPE_F64, &r));
+    if (acc < 0) acc = r;
+    else KT_OK(kiln_graph_binary(g, KILN_BINARY_ADD, acc, r, 1.0, KILN_DTYPE_F64, &acc));
+  }
+  KT_OK(kiln_graph_output(g, acc));
+  kiln_exec_t* ex = NULL;
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_graph_compile_ex(g, KILN_COMPILE_NO_FUSION | KILN_COMPILE_NO_MEMORY_REUSE, &ex));
+  KT_CHECK(ex == NULL && msg_has("2^62"));
+  /* with reuse, one 2^51-byte range serves them all in turn */
+  KT_OK(kiln_graph_compile_ex(g, KILN_COMPILE_NO_FUSION, &ex));
+  int64_t ws = kiln_exec_workspace_size(ex); /* plus the small sums' buffers */
+  KT_CHECK(ex && ws >= INT64_C(1) << 51 && ws < (INT64_C(1) << 51) + 4096);
+  kiln_exec_destroy(ex);
+  kiln_graph_destroy(g);
+}
+
+/* Kernels called directly with descriptors whose sizes overflow: a clean error from the one
+ * descriptor check every kernel runs. */
+KT_TEST(kernel_descriptor_sizes) {
+  float d[16] = {0};
+  int64_t huge[2] = {INT64_C(1) << 40, INT64_C(1) << 40}, s4[4] = {1, 1, 4, 4};
+  kiln_tensor_t t;
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_tensor_init_contiguous(&t, d, F32, 2, huge));
+  KT_CHECK(kiln_tensor_numel(&t) == -1); /* 2^80 */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_fill(&t, 1.0));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_unary(KILN_UNARY_EXP, &t, F32, &t));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_reduce(KILN_REDUCE_SUM, &t, 0, NULL, F32, &t));
+  /* a small shape with a stride that puts its last element beyond int64 */
+  kiln_tensor_t w = gt_t(d, F32, 4, s4);
+  w.strides[2] = INT64_MAX / 2;
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_fill(&w, 1.0));
+  kiln_tensor_t x = gt_t(d, F32, 4, s4), y = gt_t(d, F32, 4, s4);
+  int64_t k2[2] = {2, 2}, z2[2] = {0, 0}, o2[2] = {1, 1};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_max_pool2d(&w, k2, NULL, z2, NULL, 0, &y, NULL));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_conv2d(&x, &w, NULL, o2, z2, o2, 1, &y));
+  x.shape[2] = -4;
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_conv2d(&x, &y, NULL, o2, z2, o2, 1, &y));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_softmax(&w, 3, 0, &y));
+  kiln_tensor_t m = gt_t(d, F32, 2, s4 + 2);
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_matmul(&m, &w, &y));
+  /* BLAS-style sizes: rows * ld beyond int64 */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_sgemm(0, 0, INT64_C(1) << 40, 1, 1, 1.0f, d, INT64_C(1) << 40, d, 1, 0.0f, d, 1));
+}
+
 KT_MAIN()
