@@ -143,6 +143,26 @@ static void same_results(const bufs_t* b, unsigned char** ref, kiln_status_t st_
     if (memcmp(b->out[i], ref[i], b->out_bytes[i]) != 0) kf_fail(what);
 }
 
+/* e and e2 take and return the same dtypes and shapes. */
+static void same_signature(const kiln_exec_t* e, const kiln_exec_t* e2) {
+  int n[2] = {kiln_exec_num_inputs(e), kiln_exec_num_outputs(e)};
+  if (kiln_exec_num_inputs(e2) != n[0] || kiln_exec_num_outputs(e2) != n[1])
+    kf_fail("a loaded program has other input / output counts");
+  for (int out = 0; out < 2; out++)
+    for (int i = 0; i < n[out]; i++) {
+      int dt[2] = {-1, -1}, nd[2] = {-1, -1};
+      int64_t sh[2][8];
+      const kiln_exec_t* x[2] = {e, e2};
+      for (int k = 0; k < 2; k++)
+        if ((out ? kiln_exec_output_info(x[k], i, &dt[k], &nd[k], sh[k])
+                 : kiln_exec_input_info(x[k], i, &dt[k], &nd[k], sh[k])) != KILN_OK)
+          kf_fail("exec_input_info/output_info of an index in range");
+      if (dt[0] != dt[1] || nd[0] != nd[1] ||
+          memcmp(sh[0], sh[1], sizeof(int64_t) * (size_t)nd[0]) != 0)
+        kf_fail("a loaded program has another input / output dtype or shape");
+    }
+}
+
 static void dumps(const kiln_exec_t* e) {
   char small[64];
   for (int stage = KILN_DUMP_BEFORE; stage <= KILN_DUMP_PROFILE; stage++) {
@@ -197,9 +217,7 @@ int kf_exercise(kiln_exec_t* e, uint64_t seed) {
   if (n1 != n2 || memcmp(s1, s2, n1) != 0) kf_fail("save(load(save(e))) != save(e)");
   kiln_exec_free_buffer(s1);
   kiln_exec_free_buffer(s2);
-  if (kiln_exec_num_inputs(e2) != kiln_exec_num_inputs(e) ||
-      kiln_exec_num_outputs(e2) != kiln_exec_num_outputs(e))
-    kf_fail("a loaded program has another signature");
+  same_signature(e, e2);
   if (can_run)
     same_results(&b, ref, st_ref, run_once(e2, &b, 0x5a, NULL),
                  "the loaded program computes other results than the saved one");
