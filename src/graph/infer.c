@@ -447,7 +447,9 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       s->i[2] = en;
       memcpy(shp, x->shape, sizeof(int64_t) * (size_t)x->ndim);
       shp[d] = en == st ? 0 : 1 + (en - st - 1) / s->i[3];
-      if (shp[d] <= 1) s->i[3] = 1; /* the same window; keeps stride * step small */
+      /* the same window with step 1 (keeps stride * step small); end is cut to match, so the
+       * normalized node gives this shape again when a saved program is loaded */
+      if (shp[d] <= 1) s->i[3] = 1, s->i[2] = st + shp[d];
       set_out(o, 0, x->dtype, x->ndim, shp);
       return KILN_OK;
     }
@@ -735,11 +737,12 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       } else if (s->op == GX_OP_AVG_POOL_BW) {
         if (s->i[8] < 0) return BADARG("%s: negative divisor_override", what);
         kiln_tensor_t tx;
-        kiln_status_t st =
-            kiln_tensor_init_contiguous(&tx, NULL, (kiln_dtype_t)gr->dtype, gr->ndim, shp);
-        if (st != KILN_OK) return reraise(st, what); /* input sizes beyond int64 strides */
+        kiln_status_t sx = kiln_tensor_init_contiguous(&tx, NULL, (kiln_dtype_t)gr->dtype,
+                                                       gr->ndim, shp);
+        if (sx != KILN_OK) return reraise(sx, what);
         int64_t os[KILN_MAX_DIMS];
-        st = kiln_pool2d_output_shape(&tx, s->i, s->i + 2, s->i + 4, NULL, (int)s->i[6], os);
+        kiln_status_t st = kiln_pool2d_output_shape(&tx, s->i, s->i + 2, s->i + 4, NULL,
+                                                    (int)s->i[6], os);
         if (st != KILN_OK) return reraise(st, what);
         if (memcmp(os, gr->shape, sizeof(int64_t) * (size_t)gr->ndim))
           return BADARG("%s: grad_out %s, expected %s for input %s", what, SH(b1, gr),

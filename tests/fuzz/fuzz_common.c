@@ -62,9 +62,14 @@ typedef struct {
   size_t* out_bytes;
 } bufs_t;
 
-static size_t info_bytes(kiln_status_t st, int dtype, int ndim, const int64_t* shape,
-                         int64_t* numel) {
+/* Bytes and elements of input (out == 0) or output (out == 1) i of e. */
+static size_t info_bytes(const kiln_exec_t* e, int out, int i, int* dtype_out, int64_t* numel) {
+  int dtype = -1, ndim = -1;
+  int64_t shape[8];
+  kiln_status_t st = out ? kiln_exec_output_info(e, i, &dtype, &ndim, shape)
+                         : kiln_exec_input_info(e, i, &dtype, &ndim, shape);
   if (st != KILN_OK) kf_fail("exec_input_info/output_info of an index in range");
+  *dtype_out = dtype;
   size_t es = kiln_dtype_size((kiln_dtype_t)dtype);
   if (es == 0 || ndim < 0 || ndim > 8) kf_fail("a signature with a bad dtype or rank");
   int64_t n = 1;
@@ -91,13 +96,11 @@ static int alloc_bufs(const kiln_exec_t* e, uint64_t seed, bufs_t* b) {
   b->n_in = kiln_exec_num_inputs(e);
   b->n_out = kiln_exec_num_outputs(e);
   if (b->n_in < 0 || b->n_out < 1) kf_fail("a compiled program with bad input/output counts");
-  int dtype, ndim;
-  int64_t shape[8], numel;
+  int dtype;
+  int64_t numel;
   uint64_t total = (uint64_t)kiln_exec_workspace_size(e);
-  for (int i = 0; i < b->n_in; i++)
-    total += info_bytes(kiln_exec_input_info(e, i, &dtype, &ndim, shape), dtype, ndim, shape, &numel);
-  for (int i = 0; i < b->n_out; i++)
-    total += info_bytes(kiln_exec_output_info(e, i, &dtype, &ndim, shape), dtype, ndim, shape, &numel);
+  for (int i = 0; i < b->n_in; i++) total += info_bytes(e, 0, i, &dtype, &numel);
+  for (int i = 0; i < b->n_out; i++) total += info_bytes(e, 1, i, &dtype, &numel);
   if (total > KILN_FUZZ_MAX_RUN_BYTES) return 0;
   b->in = calloc((size_t)b->n_in + 1, sizeof(void*));
   b->out = calloc((size_t)b->n_out, sizeof(void*));
@@ -105,13 +108,13 @@ static int alloc_bufs(const kiln_exec_t* e, uint64_t seed, bufs_t* b) {
   if (!b->in || !b->out || !b->out_bytes) kf_fail("host allocation for a small run");
   uint64_t s = seed;
   for (int i = 0; i < b->n_in; i++) {
-    size_t n = info_bytes(kiln_exec_input_info(e, i, &dtype, &ndim, shape), dtype, ndim, shape, &numel);
+    size_t n = info_bytes(e, 0, i, &dtype, &numel);
     b->in[i] = malloc(n ? n : 1);
     if (!b->in[i]) kf_fail("host allocation for a small run");
     fill(b->in[i], dtype, numel, &s);
   }
   for (int i = 0; i < b->n_out; i++) {
-    size_t n = info_bytes(kiln_exec_output_info(e, i, &dtype, &ndim, shape), dtype, ndim, shape, &numel);
+    size_t n = info_bytes(e, 1, i, &dtype, &numel);
     b->out[i] = malloc(n ? n : 1);
     if (!b->out[i]) kf_fail("host allocation for a small run");
     b->out_bytes[i] = n;
@@ -138,6 +141,26 @@ static void same_results(const bufs_t* b, unsigned char** ref, kiln_status_t st_
   if (st != KILN_OK) return; /* outputs are unspecified after an error */
   for (int i = 0; i < b->n_out; i++)
     if (memcmp(b->out[i], ref[i], b->out_bytes[i]) != 0) kf_fail(what);
+}
+
+/* e and e2 take and return the same dtypes and shapes. */
+static void same_signature(const kiln_exec_t* e, const kiln_exec_t* e2) {
+  int n[2] = {kiln_exec_num_inputs(e), kiln_exec_num_outputs(e)};
+  if (kiln_exec_num_inputs(e2) != n[0] || kiln_exec_num_outputs(e2) != n[1])
+    kf_fail("a loaded program has other input / output counts");
+  for (int out = 0; out < 2; out++)
+    for (int i = 0; i < n[out]; i++) {
+      int dt[2] = {-1, -1}, nd[2] = {-1, -1};
+      int64_t sh[2][8];
+      const kiln_exec_t* x[2] = {e, e2};
+      for (int k = 0; k < 2; k++)
+        if ((out ? kiln_exec_output_info(x[k], i, &dt[k], &nd[k], sh[k])
+                 : kiln_exec_input_info(x[k], i, &dt[k], &nd[k], sh[k])) != KILN_OK)
+          kf_fail("exec_input_info/output_info of an index in range");
+      if (dt[0] != dt[1] || nd[0] != nd[1] ||
+          memcmp(sh[0], sh[1], sizeof(int64_t) * (size_t)nd[0]) != 0)
+        kf_fail("a loaded program has another input / output dtype or shape");
+    }
 }
 
 static void dumps(const kiln_exec_t* e) {
@@ -194,9 +217,7 @@ int kf_exercise(kiln_exec_t* e, uint64_t seed) {
   if (n1 != n2 || memcmp(s1, s2, n1) != 0) kf_fail("save(load(save(e))) != save(e)");
   kiln_exec_free_buffer(s1);
   kiln_exec_free_buffer(s2);
-  if (kiln_exec_num_inputs(e2) != kiln_exec_num_inputs(e) ||
-      kiln_exec_num_outputs(e2) != kiln_exec_num_outputs(e))
-    kf_fail("a loaded program has another signature");
+  same_signature(e, e2);
   if (can_run)
     same_results(&b, ref, st_ref, run_once(e2, &b, 0x5a, NULL),
                  "the loaded program computes other results than the saved one");

@@ -1,6 +1,6 @@
 /* gen_corpus.c - writes the fuzz seed corpora from real programs.
  *
- *   gen_corpus <dir>   writes <dir>/fuzz_builder/<name>.bin (the program in fuzz_builder's byte
+ *   gen_corpus <dir>   writes (creating the folders) <dir>/fuzz_builder/<name>.bin (the program in fuzz_builder's byte
  *                      encoding) and <dir>/fuzz_load/<name>.kiln (it built, compiled, saved)
  *
  * The programs are the kind torch_kiln lowers: an MLP, a transformer block and its backward, a
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fuzz_builder_ops.h"
 #include "fuzz_common.h"
@@ -527,6 +528,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   kf_init();
+  char path[1024];
+  const char* subs[3] = {"", "/fuzz_builder", "/fuzz_load"};
+  for (int k = 0; k < 3; k++) {
+    snprintf(path, sizeof path, "%s%s", argv[1], subs[k]);
+    mkdir(path, 0777); /* an existing directory is fine; a write below reports real failures */
+  }
   int bad = 0;
   for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
     prog_t p;
@@ -551,7 +558,6 @@ int main(int argc, char** argv) {
               ran < 0 ? "too big" : kiln_status_message());
       bad = 1;
     }
-    char path[1024];
     snprintf(path, sizeof path, "%s/fuzz_builder/%s.bin", argv[1], programs[i].name);
     if (!write_file(path, p.b, p.n)) {
       fprintf(stderr, "gen_corpus: cannot write %s\n", path);

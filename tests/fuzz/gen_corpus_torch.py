@@ -1,7 +1,7 @@
 """Adds .kiln programs made by torch.compile(backend="kiln") to the fuzz_load seed corpus.
 
 A tiny TinyLlama training step (forward + backward) and a SmallCNN training step (the models of
-tests/python/models.py, on CPU tensors) are compiled; every kiln program the backend built is
+tests/python/models.py, on the kiln device) are compiled; every kiln program the backend built is
 saved with kiln_exec_save as <out>/torch_<model>_<k>.kiln. Files over --max-kb are skipped so
 the corpus stays small.
 
@@ -29,12 +29,13 @@ def main():
     ap.add_argument("--max-kb", type=int, default=48)
     a = ap.parse_args()
     torch.manual_seed(0)
+    dev = torch.device("kiln")
     cfg = LlamaConfig(vocab=32, dim=16, layers=1, heads=2, ffn=32, seq=8)
-    llama = TinyLlama(cfg)
-    tokens = torch.randint(0, cfg.vocab, (2, cfg.seq))
-    cnn = SmallCNN()
-    images = torch.randn(2, 3, 16, 16)
-    labels = torch.randint(0, 10, (2,))
+    llama = TinyLlama(cfg).to(dev)
+    tokens = torch.randint(0, cfg.vocab, (2, cfg.seq)).to(dev)
+    cnn = SmallCNN().to(dev)
+    images = torch.randn(2, 3, 16, 16).to(dev)
+    labels = torch.randint(0, 10, (2,)).to(dev)
     runs = [("llama", llama.loss, (tokens, tokens)),
             ("cnn", lambda x, y: torch.nn.functional.cross_entropy(cnn(x), y), (images, labels))]
     for name, fn, args in runs:
