@@ -56,7 +56,7 @@ test-py: build
 # The wheel end to end (a full CMake build of libkiln + the shim, minutes): pip wheel, install
 # into a fresh venv that borrows the dev venv's torch, import from another directory.
 test-wheel: $(STAMP_TOOLS)
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VPY) -m pytest -q tests/wheel
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VPY) -m pytest -q -s tests/wheel
 
 test: test-c test-asan test-py
 
