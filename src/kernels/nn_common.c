@@ -48,13 +48,18 @@ static int detect(void) {
 #endif
 }
 
+/* Once per process: the first calls may come from several threads at once, and the AVX-512
+ * table must be written by one of them only. */
+static pthread_once_t g_nn_once = PTHREAD_ONCE_INIT;
+static void detect_once(void) { __atomic_store_n(&g_nn_isa, detect(), __ATOMIC_RELEASE); }
+
 const kiln_nn_ops_t* kiln_nn_ops(void) {
   const int forced = __atomic_load_n(&g_nn_forced, __ATOMIC_RELAXED);
   if (forced == 1) return &kiln_nn_ops_generic;
   int v = __atomic_load_n(&g_nn_isa, __ATOMIC_ACQUIRE);
   if (v < 0) {
-    v = detect(); /* racing first calls compute the same table */
-    __atomic_store_n(&g_nn_isa, v, __ATOMIC_RELEASE);
+    pthread_once(&g_nn_once, detect_once);
+    v = __atomic_load_n(&g_nn_isa, __ATOMIC_ACQUIRE);
   }
 #if defined(__x86_64__) || defined(__i386__)
   if (v == 2 && forced == 0) return &g_nn_avx512;
