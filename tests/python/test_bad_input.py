@@ -243,3 +243,11 @@ def test_std_mean_with_infinities_matches_cpu_welford():
         return torch.stack(torch.std_mean(x, 1) + torch.var_mean(x, 1))
     ref, got = both(f)
     torch.testing.assert_close(got, ref, equal_nan=True)
+
+
+def test_lerp_promotes_a_zero_dim_weight_as_on_cpu():
+    assert_same(lambda d: torch.lerp(torch.arange(4, dtype=torch.int32, device=d), torch.ones(4, dtype=torch.int32, device=d),
+                                     torch.tensor(0.5, dtype=torch.float16)))
+    assert_same(lambda d: torch.lerp(torch.arange(4., device=d), torch.ones(4, device=d), torch.tensor(0.25, dtype=torch.float64)))
+    with pytest.raises(RuntimeError, match="for `weight`"):
+        torch.lerp(torch.zeros(2, device=K), torch.zeros(2, device=K), torch.zeros(2, dtype=torch.float64, device=K))

@@ -231,6 +231,12 @@ def gen_fill():
             lay = r.choice(LAYOUTS)
             x = spec((2, 3), dt, lay)
             add(f"fill-{x!r}-{s!r}", lambda x, s=s: x.fill_(s), x)
+    for dt in DTYPES:  # CPU's one-element fill admits more into f16/bf16 than its kernel does
+        for shape in [(), (1,), (0,), (1, 1)]:
+            for s in r.sample(SCALARS, 4):
+                x = spec(shape, dt)
+                add(f"fill-small-{x!r}-{s!r}", lambda x, s=s: x.fill_(s), x)
+                add(f"masked_fill-small-{x!r}-{s!r}", lambda x, s=s: x.masked_fill(torch.ones_like(x, dtype=torch.bool), s), x)
     for _ in range(40):
         dt, s = r.choice(DTYPES), r.choice(SCALARS)
         x = spec((2, 2), dt)
@@ -787,8 +793,31 @@ def gen_random_and_nn2():
         add(f"std_mean-corr-{x!r}-c{c}-d{d}", lambda x, c=c, d=d: torch.std_mean(x, d, correction=c), x, tol=20.0)
 
 
+# ---- CPU 0-dim tensors as operands of kiln ops (host scalars, as CUDA takes them) ---------------------
+
+def gen_devices():
+    r = random.Random("devices")
+    for _ in range(40):
+        x = rand_spec(r, r.choice([(3, 4), (5,), (0, 2)]))
+        c = spec((), r.choice(DTYPES), cpu=True)
+        # (clamp's Tensor bounds are left out: aten's clamp TensorIterator takes no CPU scalars, so a
+        # CPU 0-dim bound is a device error on kiln as on CUDA, while the CPU run has no second device)
+        op = r.choice(["add", "mul", "sub", "div", "eq", "maximum", "pow", "where", "where_cond", "masked_fill",
+                       "setitem", "index_put", "lerp", "addcmul"])
+        fn = {"add": torch.add, "mul": torch.mul, "sub": torch.sub, "div": torch.div, "eq": torch.eq,
+              "maximum": torch.maximum, "pow": torch.pow, "where": lambda x, c: torch.where(x > 0, x, c),
+              "where_cond": lambda x, c: torch.where(c.bool(), x, 0), "clamp": lambda x, c: torch.clamp(x, c, None),
+              "masked_fill": lambda x, c: x.masked_fill(x > 0, c), "setitem": lambda x, c: x.__setitem__(0, c) or x,
+              "index_put": lambda x, c: x.index_put_((torch.zeros(1, dtype=torch.long, device=x.device),), c.to(x.dtype)),
+              "lerp": lambda x, c: torch.lerp(x, x, c), "addcmul": lambda x, c: torch.addcmul(x, x, c)}[op]
+        add(f"cpu0dim-{op}-{x!r}-{c!r}", fn, x, c, tol=10.0)
+        if op in ("add", "mul", "sub", "div", "eq", "maximum", "pow"):
+            add(f"cpu0dim-first-{op}-{c!r}-{x!r}", fn, c, x, tol=10.0)
+
+
 for _gen in (gen_unary, gen_binary, gen_ternary, gen_fill, gen_reduce, gen_index, gen_index_put,
-             gen_scatter_gather, gen_shape, gen_matmul, gen_sort, gen_nn, gen_misc, gen_edges, gen_random_and_nn2):
+             gen_scatter_gather, gen_shape, gen_matmul, gen_sort, gen_nn, gen_misc, gen_edges, gen_random_and_nn2,
+             gen_devices):
     _gen()
 
 
