@@ -815,9 +815,42 @@ def gen_devices():
             add(f"cpu0dim-first-{op}-{c!r}-{x!r}", fn, c, x, tol=10.0)
 
 
+# ---- backward kernels: gradients of a probe (NaN/inf inputs included) ----------------------------------
+
+def grad_of(fn):
+    def run(x):
+        x = x.detach().requires_grad_(True)
+        y = fn(x)
+        y.backward(torch.ones_like(y))
+        return (y.detach(), x.grad)
+    return run
+
+
+def gen_backward():
+    r = random.Random("backward")
+    fns = {
+        "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+        "sigmoid": torch.sigmoid, "tanh": torch.tanh, "leaky_relu": lambda x: F.leaky_relu(x, 0.1),
+        "hardtanh": F.hardtanh, "softmax": lambda x: F.softmax(x, -1), "log_softmax": lambda x: F.log_softmax(x, -1),
+        "layer_norm": lambda x: F.layer_norm(x, x.shape[-1:]), "clamp": lambda x: x.clamp(-1, 1),
+        "where": lambda x: torch.where(x > 0, x, x * 2), "index": lambda x: x[[0, 0, 1]],
+        "gather": lambda x: x.gather(-1, torch.zeros(x.shape[:-1] + (2,), dtype=torch.long, device=x.device)),
+        "matmul": lambda x: x @ x.transpose(-1, -2), "sum": lambda x: x.sum(-1), "mean": lambda x: x.mean(),
+        "amax": lambda x: x.amax(-1), "cross_entropy": lambda x: F.cross_entropy(x, torch.zeros(x.shape[0], dtype=torch.long, device=x.device)),
+        "mse": lambda x: F.mse_loss(x, torch.zeros_like(x)), "pow": lambda x: x.pow(3), "exp": torch.exp,
+        "max_pool": lambda x: F.max_pool2d(x.view(1, 1, *x.shape[-2:]), 2),
+        "avg_pool": lambda x: F.avg_pool2d(x.view(1, 1, *x.shape[-2:]), 2),
+    }
+    for name, fn in fns.items():
+        for _ in range(3):
+            x = spec(r.choice([(4, 6), (2, 4)]), r.choice([torch.float32, torch.float32, torch.float64, torch.bfloat16]),
+                     r.choice(LAYOUTS), "special" if r.random() < 0.3 else "normal")
+            add(f"backward-{name}-{x!r}", grad_of(fn), x, tol=50.0)
+
+
 for _gen in (gen_unary, gen_binary, gen_ternary, gen_fill, gen_reduce, gen_index, gen_index_put,
              gen_scatter_gather, gen_shape, gen_matmul, gen_sort, gen_nn, gen_misc, gen_edges, gen_random_and_nn2,
-             gen_devices):
+             gen_devices, gen_backward):
     _gen()
 
 
