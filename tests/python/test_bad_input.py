@@ -226,3 +226,28 @@ def test_pooling_with_zero_kernel_raises():
         F.max_pool2d(torch.zeros(1, 2, 5, 5, device=K), 0)
     with pytest.raises(RuntimeError, match="kernel size should be greater than zero"):
         F.avg_pool2d(torch.zeros(1, 2, 5, 5, device=K), 0, stride=1)
+
+
+def test_batch_norm_mixed_parameter_dtypes_raise_as_on_cpu():
+    x = torch.randn(4, 3, dtype=torch.float64, device=K)
+    rm, rv = torch.zeros(3, device=K), torch.ones(3, device=K)
+    with pytest.raises(RuntimeError, match="mixed dtype"):
+        F.batch_norm(x, rm, rv)
+    assert_same(lambda d: F.batch_norm(torch.ones(4, 3, dtype=torch.bfloat16, device=d), torch.zeros(3, device=d),
+                                       torch.ones(3, device=d)))
+
+
+def test_std_mean_with_infinities_matches_cpu_welford():
+    def f(d):
+        x = torch.tensor([[1.0, math.inf, 2.0, 3.0], [1.0, 2.0, 3.0, math.inf], [1.0, 2.0, 3.0, 4.0]], device=d)
+        return torch.stack(torch.std_mean(x, 1) + torch.var_mean(x, 1))
+    ref, got = both(f)
+    torch.testing.assert_close(got, ref, equal_nan=True)
+
+
+def test_lerp_promotes_a_zero_dim_weight_as_on_cpu():
+    assert_same(lambda d: torch.lerp(torch.arange(4, dtype=torch.int32, device=d), torch.ones(4, dtype=torch.int32, device=d),
+                                     torch.tensor(0.5, dtype=torch.float16)))
+    assert_same(lambda d: torch.lerp(torch.arange(4., device=d), torch.ones(4, device=d), torch.tensor(0.25, dtype=torch.float64)))
+    with pytest.raises(RuntimeError, match="for `weight`"):
+        torch.lerp(torch.zeros(2, device=K), torch.zeros(2, device=K), torch.zeros(2, dtype=torch.float64, device=K))

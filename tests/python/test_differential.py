@@ -231,6 +231,12 @@ def gen_fill():
             lay = r.choice(LAYOUTS)
             x = spec((2, 3), dt, lay)
             add(f"fill-{x!r}-{s!r}", lambda x, s=s: x.fill_(s), x)
+    for dt in DTYPES:  # CPU's one-element fill admits more into f16/bf16 than its kernel does
+        for shape in [(), (1,), (0,), (1, 1)]:
+            for s in r.sample(SCALARS, 4):
+                x = spec(shape, dt)
+                add(f"fill-small-{x!r}-{s!r}", lambda x, s=s: x.fill_(s), x)
+                add(f"masked_fill-small-{x!r}-{s!r}", lambda x, s=s: x.masked_fill(torch.ones_like(x, dtype=torch.bool), s), x)
     for _ in range(40):
         dt, s = r.choice(DTYPES), r.choice(SCALARS)
         x = spec((2, 2), dt)
@@ -673,8 +679,178 @@ def gen_misc():
         add(f"int-{x!r}", lambda x: int(x), x)
 
 
+# ---- edge values, big tensors (threaded kernel paths), ranks and dtypes kiln has no kernel for ---------
+
+def gen_edges():
+    r = random.Random("edges")
+    for src in FLOATS:
+        for dst in INTS + [torch.bool]:
+            add(f"cast-special-{dtn(src)}-{dtn(dst)}", lambda x, d=dst: x.to(d), spec((4, 5), src, values="special"))
+    for _ in range(20):
+        x = spec(r.choice([(7,), (3, 5)]), r.choice(FLOATS), r.choice(LAYOUTS), "special")
+        op = r.choice(["max", "min", "argmax", "argmin", "amax", "sum", "mean", "prod", "cumsum", "sort", "topk",
+                       "maximum", "clamp", "eq", "lt", "sign", "relu"])
+        fn = {"max": lambda x: tuple(torch.max(x, -1)), "min": lambda x: tuple(torch.min(x, -1)),
+              "argmax": lambda x: torch.argmax(x), "argmin": lambda x: torch.argmin(x, -1),
+              "amax": lambda x: torch.amax(x, -1), "sum": lambda x: x.sum(-1), "mean": lambda x: x.mean(),
+              "prod": lambda x: x.prod(-1), "cumsum": lambda x: x.cumsum(-1),
+              "sort": lambda x: tuple(torch.sort(x, stable=True)), "topk": lambda x: torch.topk(x, 2).values,
+              "maximum": lambda x: torch.maximum(x, x.flip(-1)), "clamp": lambda x: x.clamp(-1, 1),
+              "eq": lambda x: x == x, "lt": lambda x: x < 1, "sign": torch.sign, "relu": torch.relu}[op]
+        add(f"nan-{op}-{x!r}", fn, x, tol=20.0)
+    for dt in INTS:
+        x = spec((6,), dt)
+        add(f"int-pow-negexp-{dtn(dt)}", lambda x: x.pow(-1), x)
+        add(f"int-pow-negtensor-{dtn(dt)}", lambda x: torch.pow(x, torch.full_like(x, -2)), x)
+        add(f"int-sum-promote-{dtn(dt)}", lambda x: (x.sum(), x.cumsum(0), x.prod()), x)
+        add(f"int-shift-{dtn(dt)}", lambda x: (x << 2, x >> 1), x)
+        add(f"clamp-min-gt-max-{dtn(dt)}", lambda x: torch.clamp(x, 5, -5), x)
+    for _ in range(16):
+        n = r.choice([40000, 70001])
+        dt = r.choice([torch.float32, torch.int64, torch.float16, torch.int32])
+        x = spec((n,), dt, r.choice(["contig", "strided", "offset"]))
+        i = spec((n // 2,), torch.int64, values="index", lo=0, hi=r.choice([7, 1000]))
+        op = r.choice(["index_add", "index_put_acc", "scatter_add", "gather", "sum", "cumsum", "sort", "masked_select",
+                       "nonzero", "index"])
+        fn = {"index_add": lambda x, i: x.index_add(0, i, x[: i.numel()]),
+              "index_put_acc": lambda x, i: x.clone().index_put_((i,), x[: i.numel()], accumulate=True),
+              "scatter_add": lambda x, i: x.scatter_add(0, i, x[: i.numel()]),
+              "gather": lambda x, i: x.gather(0, i), "sum": lambda x, i: x.sum(), "cumsum": lambda x, i: x.cumsum(0),
+              "sort": lambda x, i: torch.sort(x, stable=True).indices, "masked_select": lambda x, i: x[x > 0],
+              "nonzero": lambda x, i: torch.nonzero(x > 1), "index": lambda x, i: x[i]}[op]
+        add(f"big-{op}-{x!r}-{i!r}", fn, x, i, tol=1000.0 if op in ("sum", "cumsum", "index_add", "scatter_add",
+                                                                    "index_put_acc") else 1.0)
+    for _ in range(10):
+        a, b = spec((1,) * 8 + (2,), r.choice(FLOATS)), spec((2,) + (1,) * 8, r.choice(FLOATS))
+        op = r.choice(["add", "mul", "where", "sum", "exp"])
+        fn = {"add": torch.add, "mul": torch.mul, "where": lambda a, b: torch.where(a > 0, a, b),
+              "sum": lambda a, b: (a + b).sum(3), "exp": lambda a, b: a.exp()}[op]
+        add(f"rank9-{op}-{a!r}-{b!r}", fn, a, b, tol=10.0)
+    for _ in range(10):
+        a = spec((3, 4), torch.float32)
+        op = r.choice(["add", "mul", "abs", "sum", "index", "fill", "eq"])
+        fn = {"add": lambda a: (a.to(torch.complex64) + 1j).real, "mul": lambda a: torch.view_as_real(a.to(torch.complex64) * (1 + 2j)),
+              "abs": lambda a: (a.to(torch.complex64) * 1j).abs(), "sum": lambda a: torch.view_as_real(a.to(torch.complex64).sum(0)),
+              "index": lambda a: torch.view_as_real(a.to(torch.complex64)[[0, 2]]),
+              "fill": lambda a: torch.view_as_real(a.to(torch.complex64).fill_(1 + 1j)),
+              "eq": lambda a: a.to(torch.complex64) == a.to(torch.complex64)}[op]
+        add(f"complex-{op}-{a!r}", fn, a, tol=10.0)
+
+
+# ---- random ops (argument checks; results compared by shape/dtype, or where they are determined) ----
+
+def meta(t):
+    return (tuple(t.shape), t.dtype)
+
+
+def gen_random_and_nn2():
+    r = random.Random("random")
+    rnd = {
+        "normal_": lambda x, a, b: meta(x.normal_(a, b)), "uniform_": lambda x, a, b: meta(x.uniform_(a, b)),
+        "random_": lambda x, a, b: meta(x.random_(int(a), int(b))), "random_to": lambda x, a, b: meta(x.random_(int(b))),
+        "exponential_": lambda x, a, b: meta(x.exponential_(b)), "bernoulli_": lambda x, a, b: meta(x.bernoulli_(b)),
+        "bernoulli_det": lambda x, a, b: x.bernoulli_(float(b > 0)), "dropout": lambda x, a, b: meta(F.dropout(x, b)),
+        "randperm": lambda x, a, b: meta(torch.randperm(int(b * 3), device=x.device)),
+    }
+    for name, fn in rnd.items():
+        for _ in range(6):
+            x = spec((4, 3), r.choice(FLOATS + [torch.int64, torch.int8, torch.bool]))
+            a, b = r.choice([0, -1, 2, 0.5]), r.choice([-1, 0, 0.5, 1, 1.5, 3, 300])
+            add(f"random-{name}-{x!r}-{a}-{b}", lambda x, a=a, b=b, fn=fn: fn(x, a, b), x)
+    for _ in range(6):
+        p = spec((5,), torch.float32, values="special")
+        add(f"bernoulli-p-{p!r}", lambda p: meta(torch.bernoulli(p)), p)
+    r = random.Random("nn2")
+    for _ in range(24):
+        b, h, lq, lk, d = 2, 2, 3, r.choice([3, 4]), 4
+        q = spec(r.choice([(b, h, lq, d), (b, h, lq, d + 1), (h, lq, d)]), r.choice([torch.float32, torch.float32, torch.float16]))
+        k = spec(r.choice([(b, h, lk, d), (b, h, lk, d + 1)]), torch.float32)
+        v = spec((b, h, lk, d), torch.float32)
+        mask = r.choice([None, spec((lq, lk), torch.bool, values="mask"), spec((lq, lk + 1), torch.float32),
+                         spec((b, 1, lq, lk), torch.float32)])
+        causal = r.random() < 0.3
+        ins = [q, k, v] + ([mask] if mask is not None else [])
+        add(f"sdpa-{q!r}-{k!r}-{v!r}-{mask!r}-c{causal}",
+            lambda *t, causal=causal: F.scaled_dot_product_attention(t[0], t[1], t[2], t[3] if len(t) > 3 else None,
+                                                                    is_causal=causal), *ins, tol=50.0)
+    for _ in range(16):
+        x = spec(r.choice([(4, 3, 2, 2), (4, 3), (4, 3, 5), (1, 3)]), r.choice(FLOATS), r.choice(LAYOUTS))
+        c = r.choice([3, 3, 4])
+        rm, rv = spec((c,), torch.float32), spec((c,), torch.float32, values="index", lo=1, hi=3)
+        w = r.choice([None, spec((c,), torch.float32)])
+        training = r.random() < 0.5
+        ins = [x, rm, rv] + ([w] if w is not None else [])
+        add(f"batch_norm-{x!r}-c{c}-t{training}",
+            lambda x, rm, rv, *w, tr=training: F.batch_norm(x, rm, rv.float(), w[0] if w else None, training=tr),
+            *ins, tol=50.0)
+        os_ = r.choice([(1, 1), (2, 2), (0, 0), (3,), (-1, 2), (5, 5)])
+        add(f"adaptive_avg_pool2d-{x!r}-{os_}", lambda x, o=os_: F.adaptive_avg_pool2d(x, o), x, tol=10.0)
+    for _ in range(10):
+        x = rand_spec(r, (3, 4), dtypes=FLOATS + [torch.int32])
+        c = r.choice([0, 1, 3, 5])
+        d = r.choice([0, 1, None])
+        add(f"var-corr-{x!r}-c{c}-d{d}", lambda x, c=c, d=d: torch.var(x, d, correction=c), x, tol=20.0)
+        add(f"std_mean-corr-{x!r}-c{c}-d{d}", lambda x, c=c, d=d: torch.std_mean(x, d, correction=c), x, tol=20.0)
+
+
+# ---- CPU 0-dim tensors as operands of kiln ops (host scalars, as CUDA takes them) ---------------------
+
+def gen_devices():
+    r = random.Random("devices")
+    for _ in range(40):
+        x = rand_spec(r, r.choice([(3, 4), (5,), (0, 2)]))
+        c = spec((), r.choice(DTYPES), cpu=True)
+        # (clamp's Tensor bounds are left out: aten's clamp TensorIterator takes no CPU scalars, so a
+        # CPU 0-dim bound is a device error on kiln as on CUDA, while the CPU run has no second device)
+        op = r.choice(["add", "mul", "sub", "div", "eq", "maximum", "pow", "where", "where_cond", "masked_fill",
+                       "setitem", "index_put", "lerp", "addcmul"])
+        fn = {"add": torch.add, "mul": torch.mul, "sub": torch.sub, "div": torch.div, "eq": torch.eq,
+              "maximum": torch.maximum, "pow": torch.pow, "where": lambda x, c: torch.where(x > 0, x, c),
+              "where_cond": lambda x, c: torch.where(c.bool(), x, 0), "clamp": lambda x, c: torch.clamp(x, c, None),
+              "masked_fill": lambda x, c: x.masked_fill(x > 0, c), "setitem": lambda x, c: x.__setitem__(0, c) or x,
+              "index_put": lambda x, c: x.index_put_((torch.zeros(1, dtype=torch.long, device=x.device),), c.to(x.dtype)),
+              "lerp": lambda x, c: torch.lerp(x, x, c), "addcmul": lambda x, c: torch.addcmul(x, x, c)}[op]
+        add(f"cpu0dim-{op}-{x!r}-{c!r}", fn, x, c, tol=10.0)
+        if op in ("add", "mul", "sub", "div", "eq", "maximum", "pow"):
+            add(f"cpu0dim-first-{op}-{c!r}-{x!r}", fn, c, x, tol=10.0)
+
+
+# ---- backward kernels: gradients of a probe (NaN/inf inputs included) ----------------------------------
+
+def grad_of(fn):
+    def run(x):
+        x = x.detach().requires_grad_(True)
+        y = fn(x)
+        y.backward(torch.ones_like(y))
+        return (y.detach(), x.grad)
+    return run
+
+
+def gen_backward():
+    r = random.Random("backward")
+    fns = {
+        "relu": torch.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+        "sigmoid": torch.sigmoid, "tanh": torch.tanh, "leaky_relu": lambda x: F.leaky_relu(x, 0.1),
+        "hardtanh": F.hardtanh, "softmax": lambda x: F.softmax(x, -1), "log_softmax": lambda x: F.log_softmax(x, -1),
+        "layer_norm": lambda x: F.layer_norm(x, x.shape[-1:]), "clamp": lambda x: x.clamp(-1, 1),
+        "where": lambda x: torch.where(x > 0, x, x * 2), "index": lambda x: x[[0, 0, 1]],
+        "gather": lambda x: x.gather(-1, torch.zeros(x.shape[:-1] + (2,), dtype=torch.long, device=x.device)),
+        "matmul": lambda x: x @ x.transpose(-1, -2), "sum": lambda x: x.sum(-1), "mean": lambda x: x.mean(),
+        "amax": lambda x: x.amax(-1), "cross_entropy": lambda x: F.cross_entropy(x, torch.zeros(x.shape[0], dtype=torch.long, device=x.device)),
+        "mse": lambda x: F.mse_loss(x, torch.zeros_like(x)), "pow": lambda x: x.pow(3), "exp": torch.exp,
+        "max_pool": lambda x: F.max_pool2d(x.view(1, 1, *x.shape[-2:]), 2),
+        "avg_pool": lambda x: F.avg_pool2d(x.view(1, 1, *x.shape[-2:]), 2),
+    }
+    for name, fn in fns.items():
+        for _ in range(3):
+            x = spec(r.choice([(4, 6), (2, 4)]), r.choice([torch.float32, torch.float32, torch.float64, torch.bfloat16]),
+                     r.choice(LAYOUTS), "special" if r.random() < 0.3 else "normal")
+            add(f"backward-{name}-{x!r}", grad_of(fn), x, tol=50.0)
+
+
 for _gen in (gen_unary, gen_binary, gen_ternary, gen_fill, gen_reduce, gen_index, gen_index_put,
-             gen_scatter_gather, gen_shape, gen_matmul, gen_sort, gen_nn, gen_misc):
+             gen_scatter_gather, gen_shape, gen_matmul, gen_sort, gen_nn, gen_misc, gen_edges, gen_random_and_nn2,
+             gen_devices, gen_backward):
     _gen()
 
 

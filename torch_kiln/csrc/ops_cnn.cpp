@@ -173,6 +173,16 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_fwd(const Tensor& input, const std
                                                      double momentum, double eps) {
   Tensor w = weight.value_or(Tensor()), b = bias.value_or(Tensor());
   Tensor rm = running_mean.value_or(Tensor()), rv = running_var.value_or(Tensor());
+  // aten's CPU rule: the parameters share input's dtype, or are all f32 for an f16/bf16 input.
+  const Tensor* first = nullptr;
+  for (const Tensor* t : {&w, &b, &rm, &rv})
+    if (t->defined() && !first) first = t;
+  if (first) {
+    bool reduced = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16;
+    at::ScalarType want = reduced && first->scalar_type() == at::kFloat ? at::kFloat : input.scalar_type();
+    for (const Tensor* t : {&w, &b, &rm, &rv})
+      TORCH_CHECK(!t->defined() || t->scalar_type() == want, "mixed dtype (CPU): all inputs must share same datatype.");
+  }
   if (!float_desc(input) || input.dim() < 2 || !all_describable({&w, &b, &rm, &rv}))
     return KILN_FALLBACK(native_batch_norm, input, weight, bias, running_mean, running_var, training, momentum, eps);
   TORCH_CHECK(training || (rm.defined() && rv.defined()), "running_mean and running_var must be defined in evaluation mode");

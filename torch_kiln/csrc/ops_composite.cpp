@@ -5,6 +5,8 @@
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/count_nonzero.h>
 #include <ATen/ops/hardtanh_backward.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/all.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/native_dropout_backward.h>
@@ -58,14 +60,24 @@ Tensor& hardtanh_backward_out(const Tensor& grad, const Tensor& self, const at::
   return at::where_outf(keep, grad, zero, gi);
 }
 
+// aten computes var_mean / std_mean in one Welford pass. Where the mean is finite, var + mean
+// agree with it within rounding; where it is not (an infinity in the row, a sum that overflows),
+// Welford has its own NaN/inf pattern (inf then a finite value gives NaN), so those calls are
+// recomputed by aten's CPU kernel (counted as a fallback).
+bool all_finite(const Tensor& t) { return !at::isFloatingType(t.scalar_type()) || at::isfinite(t).all().item<bool>(); }
+
 std::tuple<Tensor, Tensor> var_mean(const Tensor& self, at::OptionalIntArrayRef dim,
                                     const std::optional<at::Scalar>& correction, bool keepdim) {
-  return {at::var(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
+  Tensor v = at::var(self, dim, correction, keepdim), m = at::mean(self, dim, keepdim);
+  if (!all_finite(m)) return KILN_FALLBACK(var_mean_correction, self, dim, correction, keepdim);
+  return {v, m};
 }
 
 std::tuple<Tensor, Tensor> std_mean(const Tensor& self, at::OptionalIntArrayRef dim,
                                     const std::optional<at::Scalar>& correction, bool keepdim) {
-  return {at::std(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
+  Tensor v = at::std(self, dim, correction, keepdim), m = at::mean(self, dim, keepdim);
+  if (!all_finite(m)) return KILN_FALLBACK(std_mean_correction, self, dim, correction, keepdim);
+  return {v, m};
 }
 
 Tensor count_nonzero(const Tensor& self, at::IntArrayRef dims) {

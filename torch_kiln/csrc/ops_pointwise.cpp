@@ -516,20 +516,24 @@ Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const Scalar& wei
   return KILN_FALLBACK(lerp_Scalar_out, self, end, weight, out);
 }
 
-Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& weight, Tensor& out) {
-  TORCH_CHECK(self.scalar_type() == end.scalar_type() && self.scalar_type() == weight.scalar_type(),
-              "expected dtype ", self.scalar_type(), " for `end` and `weight`");
-  if (run_ternary(KILN_TERNARY_LERP, self, end, weight, 0.0, opmath(self.scalar_type()), out, self.scalar_type()))
-    return out;
-  return KILN_FALLBACK(lerp_Tensor_out, self, end, weight, out);
-}
-
 ScalarType rt3(const Tensor& a, const Tensor& b, const Tensor& c) {
   at::native::ResultTypeState st = {};
   st = at::native::update_result_type_state(a, st);
   st = at::native::update_result_type_state(b, st);
   st = at::native::update_result_type_state(c, st);
   return at::native::result_type(st);
+}
+
+// As aten: end has self's dtype; a 0-dim weight may have another, and all three promote (an int
+// self with an f16 0-dim weight lerps in f16).
+Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& weight, Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == end.scalar_type(), "expected dtype ", self.scalar_type(),
+              " for `end` but got dtype ", end.scalar_type());
+  TORCH_CHECK(weight.dim() == 0 || self.scalar_type() == weight.scalar_type(), "expected dtype ",
+              self.scalar_type(), " for `weight` but got dtype ", weight.scalar_type());
+  ScalarType r = rt3(self, end, weight);
+  if (run_ternary(KILN_TERNARY_LERP, self, end, weight, 0.0, opmath(r), out, r)) return out;
+  return KILN_FALLBACK(lerp_Tensor_out, self, end, weight, out);
 }
 
 Tensor& addcmul_out(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value, Tensor& out) {
