@@ -454,7 +454,8 @@ kiln_status_t kiln_exec_set_profiling(kiln_exec_t* e, int on);
 /* ==== serialization (.kiln artifacts) ======================================================= */
 
 /* Writes the program (graph, constants, compile flags and a summary of the plan; a checksum
- * covers all of it but the magic) to `path`. Errors: INVALID_ARGUMENT, INTERNAL (I/O failure, message says why). */
+ * covers all of it but the magic) to `path`. Errors: INVALID_ARGUMENT, INTERNAL (I/O failure,
+ * message says why). */
 kiln_status_t kiln_exec_save(const kiln_exec_t* e, const char* path);
 /* Loads a .kiln artifact written by kiln_exec_save and compiles it (every node is validated
  * again and the plan is checked against the saved one). Files of format version 1 (whose

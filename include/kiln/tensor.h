@@ -26,8 +26,8 @@ typedef struct kiln_tensor {
   int64_t strides[KILN_MAX_DIMS];
 } kiln_tensor_t;
 
-/* Number of elements (product of shape; 1 for rank 0); -1 for a bad rank, a negative dim or a
- * product beyond int64. */
+/* Number of elements (product of shape; 1 for rank 0); -1 for a bad rank, a negative dim or
+ * nonzero dims whose product is beyond int64. */
 int64_t kiln_tensor_numel(const kiln_tensor_t* t);
 /* 1 if the tensor is dense row-major (C-contiguous), ignoring strides of size-1 dims. */
 int kiln_tensor_is_contiguous(const kiln_tensor_t* t);

@@ -77,8 +77,8 @@ kiln_status_t kiln_graph_constant(kiln_graph_t* g, int dtype, int ndim, const in
  * "value cannot be converted to type ... without overflow"); bool and floating take anything. */
 static kiln_status_t check_int_value(double v, int dtype, const char* what) {
   int64_t iv;
-  if (dtype == KILN_DTYPE_BOOL || kiln_dtype_is_float((kiln_dtype_t)dtype) || kiln_f64_to_i64(v, &iv))
-    return KILN_OK;
+  if (dtype == KILN_DTYPE_BOOL || kiln_dtype_is_float((kiln_dtype_t)dtype)) return KILN_OK;
+  if (kiln_f64_to_i64(v, &iv)) return KILN_OK;
   return BADARG("%s: value %g cannot be converted to %s", what, v,
                 kiln_dtype_name((kiln_dtype_t)dtype));
 }

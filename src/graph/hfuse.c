@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "graph/graph_internal.h"
+#include "runtime/checked.h"
 
 #define HF_MIN_M 64   /* rows of A from which stacking the weights pays for itself */
 #define HF_MAX_MEMBERS 8
@@ -53,6 +54,17 @@ static kiln_status_t add(kiln_graph_t* g, int op, int n_in, const int* in, int n
   KILN_RETURN_IF_ERROR(gx_add(g, &s, outs));
   *out = outs[0];
   return KILN_OK;
+}
+
+/* 1 if the stacked weights [K, sum N] and the wide result [M, sum N] stay within the value cap
+ * (every member is legal on its own; their sum need not be). */
+static int stack_fits(const kiln_graph_t* g, const int* mem, int nm) {
+  const gx_value* a = &g->values[g->nodes[mem[0]].in[0]];
+  int64_t n = 0, kn, mn;
+  for (int k = 0; k < nm; k++)
+    if (!kiln_add_i64(n, g->values[g->nodes[mem[k]].out[0]].shape[1], &n)) return 0;
+  return kiln_mul_i64(a->shape[1], n, &kn) && kn <= KILN_NUMEL_MAX &&
+         kiln_mul_i64(a->shape[0], n, &mn) && mn <= KILN_NUMEL_MAX;
 }
 
 /* Fuses the members (matmul node ids sharing A). */
@@ -106,7 +118,7 @@ kiln_status_t gx_pass_hfuse(kiln_graph_t* g, int64_t* merged) {
     for (int j = i + 1; j < n0 && nm < HF_MAX_MEMBERS; j++)
       if (g->nodes[j].in[0] == a && candidate(g, &g->nodes[j]) && !out_src[g->nodes[j].out[0]])
         mem[nm++] = j;
-    if (nm < 2) continue;
+    if (nm < 2 || !stack_fits(g, mem, nm)) continue;
     st = fuse(g, mem, nm);
     if (st == KILN_OK && merged) *merged += nm;
   }

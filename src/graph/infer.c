@@ -719,6 +719,12 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       if (s->i[ih] < 1 || s->i[ih + 1] < 1)
         return BADARG("%s: bad input size %lldx%lld", what, (long long)s->i[ih],
                       (long long)s->i[ih + 1]);
+      int64_t t;
+      if (s->op == GX_OP_ADAPTIVE_POOL_BW &&
+          (!kiln_muladd_i64(gr->shape[gr->ndim - 2], s->i[ih], gr->shape[gr->ndim - 2], &t) ||
+           !kiln_muladd_i64(gr->shape[gr->ndim - 1], s->i[ih + 1], gr->shape[gr->ndim - 1], &t)))
+        return BADARG("%s: grad_out %s times input size %lldx%lld overflows int64", what,
+                      SH(b1, gr), (long long)s->i[ih], (long long)s->i[ih + 1]);
       memcpy(shp, gr->shape, sizeof(int64_t) * (size_t)gr->ndim);
       shp[gr->ndim - 2] = s->i[ih];
       shp[gr->ndim - 1] = s->i[ih + 1];
@@ -836,6 +842,11 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
                       (long long)s->i[1]);
       if (x->shape[x->ndim - 2] < 1 || x->shape[x->ndim - 1] < 1)
         return BADARG("%s: empty spatial dims in %s", what, SH(b1, x));
+      int64_t t;
+      if (!kiln_muladd_i64(s->i[0], x->shape[x->ndim - 2], s->i[0], &t) ||
+          !kiln_muladd_i64(s->i[1], x->shape[x->ndim - 1], s->i[1], &t))
+        return BADARG("%s: output size %lldx%lld times input %s overflows int64", what,
+                      (long long)s->i[0], (long long)s->i[1], SH(b1, x));
       memcpy(shp, x->shape, sizeof(int64_t) * (size_t)x->ndim);
       shp[x->ndim - 2] = s->i[0];
       shp[x->ndim - 1] = s->i[1];

@@ -599,8 +599,9 @@ kiln_status_t gx_plan(kiln_exec_t* e) {
   e->stats.arena_bytes = e->arena_bytes;
   e->stats.scratch_bytes = per * e->n_threads;
   for (int v = 0; v < NV; v++)
-    if (e->st_cls[v] == GX_ST_CONST &&
-        !kiln_add_i64(e->stats.constant_bytes, value_bytes(&g->values[v]), &e->stats.constant_bytes))
+    if (e->st_cls[v] == GX_ST_CONST && !kiln_add_i64(e->stats.constant_bytes,
+                                                     value_bytes(&g->values[v]),
+                                                     &e->stats.constant_bytes))
       e->stats.constant_bytes = INT64_MAX;
 
 done:

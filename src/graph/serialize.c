@@ -14,6 +14,7 @@
  * compiles with the saved flags and checks the plan summary. Every read is bounds-checked;
  * anything unexpected is DATA_LOSS.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,10 @@ typedef struct {
 
 static void put(wbuf_t* w, const void* src, size_t n) {
   if (w->oom) return;
+  if (n > SIZE_MAX / 4 - w->len) { /* the doubling below must not wrap */
+    w->oom = 1;
+    return;
+  }
   if (w->len + n > w->cap) {
     size_t nc = w->cap ? w->cap : 4096;
     while (nc < w->len + n) nc *= 2;

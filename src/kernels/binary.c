@@ -9,6 +9,7 @@
 #include "kernels/ew_internal.h"
 #include "kernels/ew_math.h"
 #include "kernels/half.h"
+#include "runtime/checked.h"
 
 #define FLOAT_OPS(X)                                    \
   X(ADD, x + al * y)                                    \
@@ -89,7 +90,7 @@
 #define DEF_I1(OP, S, TS, TO, ...)                                                    \
   KERNEL_HEAD(bin_##OP##_##S) {                                                       \
     const double ad = g->alpha;                                                       \
-    const int64_t al = (ad >= 9.2e18 || ad <= -9.2e18 || ad != ad) ? 0 : (int64_t)ad; \
+    const int64_t al = kiln_f64_to_i64_sat(ad, 0); /* finite: kiln_binary_desc */  \
     (void)al;                                                                         \
     int err = 0;                                                                      \
     const TS* a = in[0];                                                              \
@@ -203,6 +204,11 @@ kiln_status_t kiln_binary_desc(kiln_binary_op_t op, const kiln_tensor_t* b, doub
   if ((int)compute < 0 || compute >= KILN_DTYPE_COUNT)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "binary %s: invalid compute dtype %d",
                       g_binary_names[op], (int)compute);
+  int64_t ialpha;
+  const int int_compute = !kiln_dtype_is_float(compute) && compute != KILN_DTYPE_BOOL;
+  if (int_compute && !kiln_f64_to_i64(alpha, &ialpha))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "binary %s: alpha %g has no %s value",
+                      g_binary_names[op], alpha, kiln_dtype_name(compute));
   const kiln_dtype_t it = kiln_ew_internal(compute);
   kiln_ew_desc_t d = {0};
   d.name = g_binary_names[op];

@@ -25,8 +25,9 @@ static inline kiln_status_t cnn_check_size(const char* fn, const char* name,
   char b[128];
   if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS || !kiln_tensor_size_ok(t))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
-                      "%s: %s %s has a negative dim, more than 2^48 elements or strides beyond int64", fn,
-                      name, t->ndim >= 0 && t->ndim <= KILN_MAX_DIMS ? shp(t, b, sizeof b) : "?");
+                      "%s: %s %s has a negative dim, more than 2^48 elements or strides beyond "
+                      "int64", fn, name,
+                      t->ndim >= 0 && t->ndim <= KILN_MAX_DIMS ? shp(t, b, sizeof b) : "?");
   return KILN_OK;
 }
 

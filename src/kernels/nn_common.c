@@ -389,7 +389,8 @@ kiln_status_t kiln_nn_check(const kiln_tensor_t* t, const char* op, const char* 
                         name, d);
   if (!kiln_tensor_size_ok(t))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
-                      "%s: %s is too large (limit 2^48 elements) or strided beyond int64", op, name);
+                      "%s: %s is too large (limit 2^48 elements) or strided beyond int64", op,
+                      name);
   if (t->data == NULL && kiln_tensor_numel(t) > 0)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s has NULL data", op, name);
   return KILN_OK;

@@ -86,7 +86,7 @@ static inline double avg_div(const pool_ctx_t* c, int64_t ph0, int64_t ph1, int6
           if (c->kind == POOL_AVG) {                                                             \
             avg_win(oh, c->sh, c->ph, c->kh, c->H, &h0, &h1, &fh);                               \
             avg_win(ow, c->sw, c->pw, c->kw, c->W, &w0, &w1, &fw);                               \
-            div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                                           \
+            div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                           \
           } else {                                                                               \
             h0 = oh * c->H / c->oH, h1 = ((oh + 1) * c->H + c->oH - 1) / c->oH;                  \
             w0 = ow * c->W / c->oW, w1 = ((ow + 1) * c->W + c->oW - 1) / c->oW;                  \
@@ -123,7 +123,7 @@ static inline double avg_div(const pool_ctx_t* c, int64_t ph0, int64_t ph1, int6
         if (c->kind == POOL_AVG) {                                                               \
           avg_win(oh, c->sh, c->ph, c->kh, c->H, &h0, &h1, &fh);                                 \
           avg_win(ow, c->sw, c->pw, c->kw, c->W, &w0, &w1, &fw);                                 \
-          div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                                             \
+          div = avg_div(c, h0, h1, w0, w1, (double)fh * (double)fw);                             \
         } else {                                                                                 \
           h0 = oh * c->H / c->oH, h1 = ((oh + 1) * c->H + c->oH - 1) / c->oH;                    \
           w0 = ow * c->W / c->oW, w1 = ((ow + 1) * c->W + c->oW - 1) / c->oW;                    \
@@ -304,6 +304,16 @@ static kiln_status_t setup_window(const char* fn, pool_ctx_t* c, int kind,
   return KILN_OK;
 }
 
+/* Adaptive windows are [o * n / on, ((o + 1) * n + on - 1) / on): those products must fit. */
+static kiln_status_t check_adaptive(const char* fn, const pool_ctx_t* c) {
+  int64_t t;
+  if (!kiln_muladd_i64(c->oH, c->H, c->oH, &t) || !kiln_muladd_i64(c->oW, c->W, c->oW, &t))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "%s: output %lldx%lld times input %lldx%lld overflows int64", fn,
+                      (long long)c->oH, (long long)c->oW, (long long)c->H, (long long)c->W);
+  return KILN_OK;
+}
+
 /* ---- entry points -------------------------------------------------------------------------- */
 
 /* Output shape of a window pooling, from the same checks as the kernels. */
@@ -416,6 +426,7 @@ kiln_status_t kiln_kernel_adaptive_avg_pool2d(const kiln_tensor_t* x, kiln_tenso
   c.kind = POOL_ADAPT;
   c.H = x->shape[nd - 2], c.W = x->shape[nd - 1];
   c.oH = out->shape[nd - 2], c.oW = out->shape[nd - 1];
+  KILN_RETURN_IF_ERROR(check_adaptive(fn, &c));
   c.x = *x, c.y = *out;
   return pool_run(&c, fn);
 }
@@ -434,6 +445,7 @@ kiln_status_t kiln_kernel_adaptive_avg_pool2d_backward(const kiln_tensor_t* grad
   c.kind = POOL_ADAPT, c.backward = 1;
   c.H = grad_x->shape[nd - 2], c.W = grad_x->shape[nd - 1];
   c.oH = grad_out->shape[nd - 2], c.oW = grad_out->shape[nd - 1];
+  KILN_RETURN_IF_ERROR(check_adaptive(fn, &c));
   c.x = *grad_x, c.y = *grad_out;
   return pool_run(&c, fn);
 }

@@ -323,7 +323,8 @@ static kiln_status_t check_desc(const kiln_tensor_t* t, const char* op, const ch
                         op, name, (long long)t->shape[d], d);
   if (!kiln_tensor_size_ok(t))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
-                      "%s: %s is too large (limit 2^48 elements) or strided beyond int64", op, name);
+                      "%s: %s is too large (limit 2^48 elements) or strided beyond int64", op,
+                      name);
   if (!t->data && kiln_tensor_numel(t) > 0)
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "%s: %s has NULL data", op, name);
   return KILN_OK;

@@ -29,8 +29,8 @@ int kiln_dtype_is_float(kiln_dtype_t dtype) {
 
 int64_t kiln_tensor_numel(const kiln_tensor_t* t) {
   int64_t n;
-  if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS || !kiln_numel_capped(t->shape, t->ndim, INT64_MAX, &n))
-    return -1;
+  if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS) return -1;
+  if (!kiln_numel_capped(t->shape, t->ndim, INT64_MAX, &n)) return -1;
   return n;
 }
 

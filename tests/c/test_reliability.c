@@ -390,8 +390,10 @@ KT_TEST(conv_dilation_and_padding_overflow) {
   float d[64];
   kiln_tensor_t tx = gt_t(d, F32, 4, xs), tw = gt_t(d, F32, 4, ws);
   int64_t os[4];
-  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_conv2d_output_shape(&tx, &tw, NULL, one, zero, bigd, 1, os));
-  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_conv2d_output_shape(&tx, &tw, NULL, one, bigp, one, 1, os));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_conv2d_output_shape(&tx, &tw, NULL, one, zero, bigd, 1, os));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_conv2d_output_shape(&tx, &tw, NULL, one, bigp, one, 1, os));
   kiln_graph_destroy(g);
 }
 
@@ -402,12 +404,15 @@ KT_TEST(pool_output_size_overflow) {
   int x, out, ind;
   KT_OK(kiln_graph_input(g, F32, 4, xs, &x));
   int64_t k3[2] = {3, 3}, one[2] = {1, 1}, zero[2] = {0, 0}, bigd[2] = {BIG, 1};
-  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_max_pool2d(g, x, k3, one, zero, bigd, 0, &out, &ind));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_graph_max_pool2d(g, x, k3, one, zero, bigd, 0, &out, &ind));
   KT_CHECK(msg_has("max_pool"));
   /* n + 2 * padding wraps (padding <= kernel / 2 holds) */
   int64_t kmax[2] = {INT64_MAX, 1}, pmax[2] = {INT64_MAX / 2, 0};
-  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_max_pool2d(g, x, kmax, one, pmax, one, 0, &out, &ind));
-  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_avg_pool2d(g, x, kmax, one, pmax, 1, 1, 0, &out));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_graph_max_pool2d(g, x, kmax, one, pmax, one, 0, &out, &ind));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_graph_avg_pool2d(g, x, kmax, one, pmax, 1, 1, 0, &out));
   /* a kernel of 2^62 rows padded by 2^61 is legal (one window covering the input): the window
    * arithmetic must neither wrap nor walk the padding one row at a time */
   int64_t kbig[2] = {BIG, 1}, pbig[2] = {BIG / 2, 0};
@@ -432,6 +437,23 @@ KT_TEST(pool_output_size_overflow) {
     KT_CHECK(fabsf(ravg[i] - (float)(6 + i % 4)) < 1e-5f); /* count_include_pad = 0 */
   }
   kiln_exec_destroy(e);
+  kiln_graph_destroy(g);
+}
+
+/* adaptive windows multiply output and input sizes: 2^40 x 2^40 would wrap */
+KT_TEST(adaptive_pool_window_overflow) {
+  kiln_graph_t* g;
+  KT_OK(kiln_graph_create(&g));
+  int64_t xs[3] = {1, 1, INT64_C(1) << 40}, gs[3] = {1, 1, INT64_C(1) << 40};
+  int x, gr, out;
+  KT_OK(kiln_graph_input(g, F32, 3, xs, &x));
+  KT_OK(kiln_graph_input(g, F32, 3, gs, &gr));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_graph_adaptive_avg_pool2d(g, x, 1, INT64_C(1) << 40, &out));
+  KT_CHECK(msg_has("adaptive"));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_graph_adaptive_avg_pool2d_backward(g, gr, 1, INT64_C(1) << 40, &out));
+  KT_OK(kiln_graph_adaptive_avg_pool2d(g, x, 1, 1 << 20, &out));
   kiln_graph_destroy(g);
 }
 
@@ -476,6 +498,9 @@ KT_TEST(double_to_int_conversions) {
   int c1, c2;
   KT_OK(kiln_graph_unary_ex(g, KILN_UNARY_CLAMP, x, 0, 0, 0, 0, -INFINITY, 1e300, 1, 1, I32, &c1));
   KT_OK(kiln_graph_unary_ex(g, KILN_UNARY_CLAMP, xf, 0, 0, 0, 0, NAN, 1, 1, 1, F32, &c2));
+  /* an integer add's alpha */
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_binary(g, KILN_BINARY_ADD, x, x, NAN, I32, &out));
+  KT_CHECK(msg_has("alpha"));
   /* NaN / inf / out-of-range fill values for integer results */
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_full(g, I64, 1, &s4, NAN, &out));
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_graph_full(g, I32, 1, &s4, INFINITY, &out));
@@ -565,7 +590,8 @@ KT_TEST(kernel_descriptor_sizes) {
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_fill(&w, 1.0));
   kiln_tensor_t x = gt_t(d, F32, 4, s4), y = gt_t(d, F32, 4, s4);
   int64_t k2[2] = {2, 2}, z2[2] = {0, 0}, o2[2] = {1, 1};
-  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_max_pool2d(&w, k2, NULL, z2, NULL, 0, &y, NULL));
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT,
+           kiln_kernel_max_pool2d(&w, k2, NULL, z2, NULL, 0, &y, NULL));
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_conv2d(&x, &w, NULL, o2, z2, o2, 1, &y));
   x.shape[2] = -4;
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_kernel_conv2d(&x, &y, NULL, o2, z2, o2, 1, &y));

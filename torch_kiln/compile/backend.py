@@ -64,11 +64,12 @@ def _compile_flags():
     """KILN_COMPILE_* flags from TORCH_KILN_COMPILE_FLAGS, a comma list of pass switches such as
     "no_hfuse,no_fusion" (debugging: turn one pass off to see what it does)."""
     flags = 0
+    known = [k for k in E if k.startswith("KILN_COMPILE_NO_")]  # not FLAGS_END_ / ALL_FLAGS
     for name in filter(None, (n.strip() for n in os.environ.get("TORCH_KILN_COMPILE_FLAGS", "").split(","))):
         key = "KILN_COMPILE_" + name.upper()
-        if key not in E:
+        if key not in known:
             raise ValueError(f"TORCH_KILN_COMPILE_FLAGS: unknown flag {name!r}; known: "
-                             + ", ".join(k[13:].lower() for k in E if k.startswith("KILN_COMPILE_")))
+                             + ", ".join(k[13:].lower() for k in known))
         flags |= E[key]
     return flags
 
