@@ -8,7 +8,7 @@ FUZZ_BUILD := build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_HARNESSES ?= fuzz_load fuzz_builder
 # per-input limits: a slow or memory-hungry input is a finding (tests/fuzz/README.md)
-FUZZ_OPTS ?= -rss_limit_mb=2048 -timeout=20 -max_len=65536 -print_final_stats=1
+FUZZ_OPTS ?= -rss_limit_mb=2048 -timeout=60 -max_len=65536 -print_final_stats=1
 JOBS ?= $(shell nproc)
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 STAMP_VENV := $(VENV)/.kiln-venv-stamp

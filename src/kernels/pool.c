@@ -204,6 +204,9 @@ static kiln_status_t pool_run(pool_ctx_t* c, const char* fn) {
   c->C = nd == 4 ? c->x.shape[1] : 0;
   atomic_init(&c->bad_index, 0);
   if (planes == 0) return KILN_OK;
+  /* an empty (grad) output plane has no window to visit: without this its other dim, which
+   * may be huge (up to 2^48 when the tensor is empty), would still be looped over */
+  if (c->oH == 0 || c->oW == 0) c->oH = c->oW = 0;
   c->stage = NULL;
   if (c->x.dtype == KILN_DTYPE_F16 || c->x.dtype == KILN_DTYPE_BF16) {
     const int nt = kiln_threadpool_size(kiln_threadpool_default());

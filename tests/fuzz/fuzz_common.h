@@ -14,7 +14,7 @@
 #include "kiln/graph.h"
 
 /* Runs are skipped when inputs + outputs + workspace exceed this many bytes. */
-#define KILN_FUZZ_MAX_RUN_BYTES (16 << 20)
+#define KILN_FUZZ_MAX_RUN_BYTES (8 << 20)
 
 /* libFuzzer's entry points (the harness defines them; replay_main.c calls them). */
 int LLVMFuzzerInitialize(int* argc, char*** argv);

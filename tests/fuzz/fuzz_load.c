@@ -1,9 +1,10 @@
 /* fuzz_load.c - libFuzzer harness for the .kiln loader (kiln_exec_load_buffer).
  *
  * The input is loaded as it is, and again with the header's payload length and checksum
- * recomputed (as serialize.c defines them for version 1 and later) (a mutated payload would otherwise almost always stop at the checksum and never
- * reach the node validation, the compiler or the plan check). A program that loads is then
- * dumped, run on bounded inputs and round-tripped through save/load (fuzz_common.c).
+ * recomputed as serialize.c defines them (version 1 and later): a mutated payload would
+ * otherwise almost always stop at the checksum and never reach the node validation, the compiler
+ * or the plan check. A program that loads is then dumped, run on bounded inputs and
+ * round-tripped through save/load (fuzz_common.c).
  */
 #include <stdlib.h>
 #include <string.h>

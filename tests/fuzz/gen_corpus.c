@@ -1,7 +1,8 @@
 /* gen_corpus.c - writes the fuzz seed corpora from real programs.
  *
- *   gen_corpus <dir>   writes (creating the folders) <dir>/fuzz_builder/<name>.bin (the program in fuzz_builder's byte
- *                      encoding) and <dir>/fuzz_load/<name>.kiln (it built, compiled, saved)
+ *   gen_corpus <dir>   writes (creating the folders) <dir>/fuzz_builder/<name>.bin (the
+ *                      program in fuzz_builder's byte encoding) and <dir>/fuzz_load/<name>.kiln
+ *                      (it built, compiled, saved)
  *
  * The programs are the kind torch_kiln lowers: an MLP, a transformer block and its backward, a
  * CNN with a loss, an embedding language model, reductions, indexing, mixed dtypes. Each is
@@ -213,7 +214,8 @@ static void output(prog_t* p, int v) {
   B(p, v);
 }
 
-/* ---- the programs (a value used by a record of raw B() calls is made before the record) -------------------------------------------------------------------------- */
+/* ---- the programs ------------------------------------------------------------------------
+ * A value used by a record of raw B() calls is made before the record starts. */
 
 /* y = softmax(gelu(x @ W1 + b1) @ W2 + 0.5), and the hidden activation */
 static void mlp(prog_t* p, int flags) {
