@@ -62,4 +62,4 @@ bench: build
 	$(VPY) bench/run.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) torch_kiln/*.so
+	rm -rf $(BUILD) $(ASAN_BUILD) build-wheel torch_kiln/*.so torch_kiln/_build_info.py torch_kiln/include
