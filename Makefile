@@ -85,4 +85,4 @@ bench: build
 	$(VPY) bench/run.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) torch_kiln/*.so
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) build-wheel torch_kiln/*.so torch_kiln/_build_info.py torch_kiln/include

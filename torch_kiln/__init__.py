@@ -2,7 +2,9 @@
 
 ``import torch_kiln`` (or torch's backend autoload, once the package is installed) makes
 ``"kiln"`` a real torch device backed by libkiln, adds the ``torch.kiln`` module and the
-``Tensor.kiln()`` / ``Module.kiln()`` helpers.
+``Tensor.kiln()`` / ``Module.kiln()`` helpers. ``__version__`` is libkiln's version (one source:
+CMakeLists.txt); the build records the torch it was compiled against and the import refuses
+another release. ``python -m torch_kiln`` prints a diagnostic report (torch_kiln.diagnostics).
 """
 import os as _os
 

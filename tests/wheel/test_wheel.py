@@ -82,6 +82,15 @@ def test_import_torch_autoloads_kiln_from_another_directory(venv, tmp_path):
     assert path.startswith(purelib)  # the installed copy, not the checkout
 
 
+def test_compiled_mode_reads_the_headers_shipped_in_the_wheel(venv, tmp_path):
+    d, py, purelib = venv
+    code = ("import torch, torch_kiln.compile._capi as c; f = torch.compile(lambda x: (x * 2).relu(), "
+            "backend='kiln'); x = torch.randn(16, device='kiln'); "
+            "assert torch.equal(f(x).cpu(), (x.cpu() * 2).relu()); print(c._LIB_PATH)")
+    r = run([py, "-c", code], cwd=tmp_path)
+    assert r.stdout.strip() == os.path.join(purelib, "torch_kiln", "libkiln.so")
+
+
 def test_python_m_torch_kiln_reports_the_installed_build(venv, tmp_path):
     d, py, purelib = venv
     r = run([py, "-m", "torch_kiln"], cwd=tmp_path)
