@@ -251,3 +251,18 @@ def test_lerp_promotes_a_zero_dim_weight_as_on_cpu():
     assert_same(lambda d: torch.lerp(torch.arange(4., device=d), torch.ones(4, device=d), torch.tensor(0.25, dtype=torch.float64)))
     with pytest.raises(RuntimeError, match="for `weight`"):
         torch.lerp(torch.zeros(2, device=K), torch.zeros(2, device=K), torch.zeros(2, dtype=torch.float64, device=K))
+
+
+@pytest.mark.parametrize("fn, msg", [
+    (lambda x, d: torch.amax(x, 1, out=torch.empty(3, dtype=torch.float64, device=d)), "dtype for input and out to match"),
+    (lambda x, d: torch.mean(x.long(), 1, out=torch.empty(3, device=d)), "could not infer output dtype"),
+    (lambda x, d: torch.mean(x, 1, out=torch.empty(3, dtype=torch.long, device=d)), "can't be cast"),
+    (lambda x, d: torch.logsumexp(x, 1, out=torch.empty(3, dtype=torch.int16, device=d)), "Expected floating point type"),
+    (lambda x, d: torch.any(x, 1, out=torch.empty(3, dtype=torch.int32, device=d)), "only supports bool tensor"),
+    (lambda x, d: torch.linalg.vector_norm(x, 2, 1, out=torch.empty(3, dtype=torch.float16, device=d)), "Expected out tensor to have dtype"),
+    (lambda x, d: torch.std(x, 1, out=torch.empty(3, dtype=torch.long, device=d)), "can't be cast"),
+])
+def test_reduction_out_dtype_rules(fn, msg):
+    for d in ("cpu", K):
+        with pytest.raises(RuntimeError, match=msg):
+            fn(torch.randn(3, 4, device=d), d)

@@ -314,6 +314,17 @@ def gen_reduce():
         fn = {"sum": lambda x, dt: torch.sum(x, 1, dtype=dt), "mean": lambda x, dt: torch.mean(x, 1, dtype=dt),
               "prod": lambda x, dt: torch.prod(x, 1, dtype=dt), "cumsum": lambda x, dt: torch.cumsum(x, 1, dtype=dt)}[op]
         add(f"reduce-dtype-{op}-{x!r}-{dtn(dt)}", lambda x, dt=dt, fn=fn: fn(x, dt), x, tol=20.0)
+    for _ in range(40):  # out= of the wrong dtype / shape
+        x = rand_spec(r, (3, 4))
+        o = spec(r.choice([(3,), (4,), (0,), (3, 1), ()]), r.choice(DTYPES))
+        op = r.choice(["sum", "mean", "amax", "prod", "any", "cumsum", "max", "argmax", "logsumexp", "norm"])
+        fn = {"sum": lambda x, o: torch.sum(x, 1, out=o), "mean": lambda x, o: torch.mean(x, 1, out=o),
+              "amax": lambda x, o: torch.amax(x, 1, out=o), "prod": lambda x, o: torch.prod(x, 1, out=o),
+              "any": lambda x, o: torch.any(x, 1, out=o), "cumsum": lambda x, o: torch.cumsum(x, 1, out=o),
+              "max": lambda x, o: torch.max(x, 1, out=(o, torch.empty(0, dtype=torch.long, device=x.device)))[0],
+              "argmax": lambda x, o: torch.argmax(x, 1, out=o), "logsumexp": lambda x, o: torch.logsumexp(x, 1, out=o),
+              "norm": lambda x, o: torch.linalg.vector_norm(x, 2, 1, out=o)}[op]
+        add(f"reduce-out-{op}-{x!r}-out{o!r}", fn, x, o, tol=20.0)
 
 
 # ---- indexing --------------------------------------------------------------------------------

@@ -94,6 +94,27 @@ bool run_reduce(kiln_reduce_op_t op, const Tensor& x, at::OptionalIntArrayRef di
   return true;
 }
 
+// aten's out= dtype rules for reductions, checked before anything else is.
+void check_castable(const Tensor& self, const Tensor& out) {
+  TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), "result type ", self.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+}
+
+void check_out_dtype(const Tensor& out, ScalarType want) {
+  TORCH_CHECK(out.scalar_type() == want, "Expected out tensor to have dtype ", want, ", but got ", out.scalar_type(),
+              " instead");
+}
+
+void check_same_dtype(const Tensor& self, const Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "Expected the dtype for input and out to match, but got ",
+              self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
+}
+
+void check_bool_out(const char* name, const Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte, name,
+              " only supports bool tensor for result, got: ", out.scalar_type());
+}
+
 // sum/prod accumulate integers (and bool) in int64 unless a dtype is given.
 ScalarType sum_compute(const Tensor& x, std::optional<ScalarType> dtype, const Tensor& out) {
   if (dtype.has_value()) return *dtype;
@@ -109,9 +130,14 @@ Tensor& sum_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
 
 Tensor& mean_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                  std::optional<ScalarType> dtype, Tensor& out) {
-  ScalarType compute = dtype.value_or(out.defined() ? out.scalar_type() : self.scalar_type());
-  TORCH_CHECK(at::isFloatingType(compute), "mean(): could not infer output dtype. ",
-              "Input dtype must be either a floating point or complex dtype. Got: ", self.scalar_type());
+  ScalarType in = dtype.value_or(self.scalar_type());
+  TORCH_CHECK(at::isFloatingType(in) || at::isComplexType(in), "mean(): could not infer output dtype. ",
+              "Input dtype must be either a floating point or complex dtype. Got: ", in);
+  if (dtype.has_value())
+    check_out_dtype(out, *dtype);
+  else
+    check_castable(self, out);
+  ScalarType compute = dtype.value_or(out.scalar_type());
   if (run_reduce(KILN_REDUCE_MEAN, self, dim, keepdim, nullptr, compute, out)) return out;
   return KILN_FALLBACK(mean_out, self, dim, keepdim, dtype, out);
 }
@@ -137,51 +163,60 @@ void check_nonempty(const char* name, const Tensor& x, at::IntArrayRef dims) {
 }
 
 Tensor& amax_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+  check_same_dtype(self, out);
   check_nonempty("amax", self, dim);
   if (run_reduce(KILN_REDUCE_AMAX, self, dim, keepdim, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(amax_out, self, dim, keepdim, out);
 }
 
 Tensor& amin_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+  check_same_dtype(self, out);
   check_nonempty("amin", self, dim);
   if (run_reduce(KILN_REDUCE_AMIN, self, dim, keepdim, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(amin_out, self, dim, keepdim, out);
 }
 
 Tensor& any_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+  check_bool_out("any", out);
   if (run_reduce(KILN_REDUCE_ANY, self, dim, keepdim, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(any_dims_out, self, dim, keepdim, out);
 }
 
 Tensor& all_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+  check_bool_out("all", out);
   if (run_reduce(KILN_REDUCE_ALL, self, dim, keepdim, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(all_dims_out, self, dim, keepdim, out);
 }
 
 Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  check_bool_out("any", out);
   std::vector<int64_t> dims = {dim};
   if (self.dim() > 0 && run_reduce(KILN_REDUCE_ANY, self, dims, keepdim, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(any_out, self, dim, keepdim, out);
 }
 
 Tensor& all_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  check_bool_out("all", out);
   std::vector<int64_t> dims = {dim};
   if (self.dim() > 0 && run_reduce(KILN_REDUCE_ALL, self, dims, keepdim, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(all_out, self, dim, keepdim, out);
 }
 
 Tensor& any_all_out(const Tensor& self, Tensor& out) {
+  check_bool_out("any", out);
   if (run_reduce(KILN_REDUCE_ANY, self, std::nullopt, false, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(any_all_out, self, out);
 }
 
 Tensor& all_all_out(const Tensor& self, Tensor& out) {
+  check_bool_out("all", out);
   if (run_reduce(KILN_REDUCE_ALL, self, std::nullopt, false, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(all_all_out, self, out);
 }
 
 Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<Scalar>& correction,
                 bool keepdim, Tensor& out) {
+  check_castable(self, out);
   kiln_reduce_params_t p = {};
   p.correction = correction.has_value() ? correction->toDouble() : 1.0;
   p.p = 2.0;
@@ -193,6 +228,7 @@ Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::opti
 
 Tensor& std_out(const Tensor& self, at::OptionalIntArrayRef dim, const std::optional<Scalar>& correction,
                 bool keepdim, Tensor& out) {
+  check_castable(self, out);
   kiln_reduce_params_t p = {};
   p.correction = correction.has_value() ? correction->toDouble() : 1.0;
   p.p = 2.0;
@@ -208,6 +244,7 @@ Tensor& vector_norm_out(const Tensor& self, const Scalar& ord, at::OptionalIntAr
   p.correction = 1.0;
   p.p = ord.toDouble();
   ScalarType compute = dtype.value_or(self.scalar_type());
+  if (!at::isComplexType(compute)) check_out_dtype(out, compute);
   bool empty_bad = self.numel() == 0 && (p.p < 0 || std::isinf(p.p));
   if (!empty_bad && at::isFloatingType(compute) && at::isFloatingType(self.scalar_type()) &&
       run_reduce(KILN_REDUCE_NORM, self, dim, keepdim, &p, compute, out))
@@ -216,6 +253,8 @@ Tensor& vector_norm_out(const Tensor& self, const Scalar& ord, at::OptionalIntAr
 }
 
 Tensor& logsumexp_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& out) {
+  TORCH_CHECK(at::isFloatingType(out.scalar_type()) || at::isComplexType(out.scalar_type()),
+              "logsumexp(): Expected floating point type for result tensor, but got: ", out.scalar_type());
   if (at::isFloatingType(self.scalar_type()) &&
       run_reduce(KILN_REDUCE_LOGSUMEXP, self, dim, keepdim, nullptr, self.scalar_type(), out))
     return out;
