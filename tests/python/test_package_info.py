@@ -59,7 +59,8 @@ def test_info_reports_what_the_process_uses():
 
 def test_python_m_torch_kiln_prints_the_report(tmp_path):
     env = dict(os.environ, KILN_DEVICES="cpu,ref", KILN_NUM_THREADS="3", KILN_DISABLE_AVX512="1",
-               KILN_NUM_THREAD="4")
+               KILN_NUM_THREAD="4", TORCH_DEVICE_BACKEND_AUTOLOAD="1")
+    env.pop("KILN_MEMORY_LIMIT", None)
     r = subprocess.run([sys.executable, "-m", "torch_kiln"], capture_output=True, text=True,
                        env=env, cwd=tmp_path, timeout=180)
     assert r.returncode == 0, r.stderr
@@ -75,3 +76,12 @@ def test_python_m_torch_kiln_prints_the_report(tmp_path):
     assert "KILN_DEVICES=cpu,ref  (devices to create" in out
     assert "KILN_NUM_THREAD=4  (not a variable kiln reads: a typo?)" in out
     assert "unset: KILN_MEMORY_LIMIT" in out
+
+
+def test_report_says_when_autoload_is_off(tmp_path):
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    r = subprocess.run([sys.executable, "-m", "torch_kiln"], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "entry point torch_kiln:_autoload; disabled (TORCH_DEVICE_BACKEND_AUTOLOAD)" in r.stdout
+    assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0  (0: `import torch` does not load kiln)" in r.stdout

@@ -74,9 +74,11 @@ def test_wheel_holds_the_package_and_its_license(wheel):
 
 def test_import_torch_autoloads_kiln_from_another_directory(venv, tmp_path):
     d, py, purelib = venv
-    code = ("import torch, torch_kiln; y = torch.randn(2, device='kiln') * 2; print(y.device); "
-            "print(torch_kiln.__file__); print(y.cpu().shape)")
-    r = run([py, "-c", code], cwd=tmp_path, env=dict(os.environ, KILN_DEVICES="cpu"))
+    # No `import torch_kiln`: torch's autoload must bring the device in.
+    code = ("import sys, torch; y = torch.randn(2, device='kiln') * 2; print(y.device); "
+            "print(sys.modules['torch_kiln'].__file__); print(y.cpu().shape)")
+    r = run([py, "-c", code], cwd=tmp_path,
+            env=dict(os.environ, KILN_DEVICES="cpu", TORCH_DEVICE_BACKEND_AUTOLOAD="1"))
     device, path, shape = r.stdout.strip().splitlines()
     assert device == "kiln:0" and shape == "torch.Size([2])"
     assert path.startswith(purelib)  # the installed copy, not the checkout
@@ -93,7 +95,8 @@ def test_compiled_mode_reads_the_headers_shipped_in_the_wheel(venv, tmp_path):
 
 def test_python_m_torch_kiln_reports_the_installed_build(venv, tmp_path):
     d, py, purelib = venv
-    r = run([py, "-m", "torch_kiln"], cwd=tmp_path)
+    r = run([py, "-m", "torch_kiln"], cwd=tmp_path,
+            env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1"))
     out = r.stdout
     print(out)
     assert f"package:     {purelib}" in out
@@ -114,8 +117,8 @@ def test_another_torch_version_is_refused(venv, tmp_path):
         assert r.returncode != 0
         assert "ImportError: torch_kiln" in r.stderr and "was built for torch 2.12.0" in r.stderr
         # Through autoload, torch names the backend and how to import torch without it.
-        r = subprocess.run([py, "-c", "import torch"], capture_output=True, text=True,
-                           cwd=tmp_path, timeout=300)
+        r = subprocess.run([py, "-c", "import torch"], capture_output=True, text=True, cwd=tmp_path,
+                           env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1"), timeout=300)
         assert r.returncode != 0 and "was built for torch 2.12.0" in r.stderr
         ok = subprocess.run([py, "-c", "import torch"], capture_output=True, text=True, cwd=tmp_path,
                             env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"), timeout=300)
