@@ -6,8 +6,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
-#include <cstring>
 #include <mutex>
 
 #include "kiln_torch.h"
@@ -30,12 +30,16 @@ struct DeviceCounters {
   kiln_memory_stats_t base = {};
 };
 
-std::array<DeviceCounters, KILN_MAX_DEVICES> g_counters;
+// Never destroyed: tensors freed during process exit still count here.
+std::array<DeviceCounters, KILN_MAX_DEVICES>& all_counters() {
+  static auto* c = new std::array<DeviceCounters, KILN_MAX_DEVICES>();
+  return *c;
+}
 
 DeviceCounters& counters(c10::DeviceIndex index) {
   TORCH_CHECK_INDEX(index >= 0 && index < KILN_MAX_DEVICES, "kiln: device index ",
                     static_cast<int>(index), " out of range");
-  return g_counters[static_cast<size_t>(index)];
+  return all_counters()[static_cast<size_t>(index)];
 }
 
 kiln_memory_stats_t device_stats(c10::DeviceIndex index) {
@@ -52,7 +56,7 @@ void delete_on_device(void* ptr) {
   kiln_device_t* dev = nullptr;
   if (kiln_registry_default(&reg) == KILN_OK && kiln_registry_get(reg, I, &dev) == KILN_OK) {
     kiln_device_free(dev, ptr);
-    DeviceCounters& c = g_counters[I];
+    DeviceCounters& c = all_counters()[I];
     std::lock_guard<std::mutex> lock(c.mu);
     c.allocations.decrease(1);
   }
