@@ -62,6 +62,15 @@ typedef struct kiln_memory_stats {
   uint64_t num_allocs;       /* successful alloc calls */
   uint64_t num_frees;        /* free calls */
   uint64_t num_cache_hits;   /* allocs served from the cache */
+  /* Appended fields (a caller with an older struct_size does not see them). */
+  uint64_t total_allocated;  /* bytes handed out since creation, summed over allocs (rounded) */
+  uint64_t total_freed;      /* bytes given back by free calls since creation (rounded) */
+  uint64_t total_reserved;   /* bytes obtained from the system since creation */
+  uint64_t total_released;   /* bytes returned to the system since creation */
+  uint64_t num_system_allocs; /* blocks obtained from the system (segments) */
+  uint64_t num_system_frees; /* blocks returned to the system */
+  uint64_t num_alloc_retries; /* allocs that returned the cache to the system and tried again */
+  uint64_t num_ooms;         /* allocs refused with OUT_OF_MEMORY */
 } kiln_memory_stats_t;
 
 typedef enum kiln_copy_kind {

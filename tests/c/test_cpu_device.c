@@ -119,6 +119,12 @@ KT_TEST(test_cache_hits_and_stats) {
   kiln_device_free(dev, a);
   s = stats_of(dev);
   KT_CHECK(s.allocated == 0 && s.reserved == 1024 && s.num_frees == 3);
+  /* cumulative counters: three allocs (1024 + 5120 + 5120 from the cache), two system blocks,
+   * the 5120 one released by empty_cache */
+  KT_CHECK(s.total_allocated == 11264 && s.total_freed == 11264);
+  KT_CHECK(s.total_reserved == 6144 && s.total_released == 5120);
+  KT_CHECK(s.num_system_allocs == 2 && s.num_system_frees == 1);
+  KT_CHECK(s.num_alloc_retries == 0 && s.num_ooms == 0);
   kiln_device_destroy(dev);
 }
 
@@ -151,6 +157,10 @@ KT_TEST(test_memory_limit) {
   kiln_memory_stats_t s = stats_of(dev);
   KT_CHECK(s.reserved == 1 << 20 && s.allocated == 1 << 20);
   KT_FAILS(KILN_ERROR_OUT_OF_MEMORY, kiln_device_alloc(dev, 1, &a));
+  s = stats_of(dev);
+  /* two refusals; the limit made three allocs flush the cache and retry */
+  KT_CHECK(s.num_ooms == 2 && s.num_alloc_retries == 3);
+  KT_CHECK(s.num_system_allocs == 2 && s.num_system_frees == 1 && s.total_released == 640 << 10);
   kiln_device_free(dev, b);
   kiln_device_destroy(dev);
 }

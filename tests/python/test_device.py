@@ -152,7 +152,7 @@ def test_memory_stats():
     torch.kiln.empty_cache()
     assert torch.kiln.memory_reserved() < reserved
     stats = torch.kiln.memory_stats()
-    assert stats["num_allocs"] >= stats["num_frees"] > 0
+    assert stats["allocation.all.allocated"] >= stats["allocation.all.freed"] > 0
 
 
 def test_manual_seed_reproducible():

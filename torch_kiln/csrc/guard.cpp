@@ -33,10 +33,19 @@ struct KilnGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
 
   // Eager kiln ops are ordered on the device's default stream; torch sees one stream id 0.
+  // torch.Stream(device="kiln") and the stream pool hand out that stream too: work a program
+  // puts on "another" stream stays ordered with the rest, which is stricter than it asked for
+  // and never wrong.
   c10::Stream getStream(c10::Device d) const override {
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
   c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override {
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
   c10::Stream exchangeStream(c10::Stream s) const override {

@@ -1,5 +1,5 @@
-// hooks.cpp - PrivateUse1HooksInterface (availability, generators, device from pointer) and the
-// per-device default generators (KilnGeneratorImpl, generator.h).
+// hooks.cpp - PrivateUse1HooksInterface (availability, generators, device from pointer, pinned
+// host memory) and the per-device default generators (KilnGeneratorImpl, generator.h).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
 
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "generator.h"
+#include "pinned.h"
 
 namespace torch_kiln {
 
@@ -47,8 +48,8 @@ struct KilnHooks final : at::PrivateUse1HooksInterface {
     // Kiln memory is host memory; with several devices the pointer alone does not say which.
     return c10::Device(c10::DeviceType::PrivateUse1, current_device());
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     c10::DeviceGuard guard(storage.device());
     synchronize(storage.device().index());

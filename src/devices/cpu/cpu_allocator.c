@@ -72,6 +72,8 @@ static block_header_t* take_cache_locked(kiln_cpu_allocator_t* a) {
       block_header_t* h = header_of(p);
       p = h->next;
       a->stats.reserved -= h->size;
+      a->stats.total_released += h->size;
+      a->stats.num_system_frees++;
       h->next = chain;
       chain = h;
     }
@@ -89,6 +91,7 @@ static void free_chain(block_header_t* chain) {
 
 static void note_alloc_locked(kiln_cpu_allocator_t* a, size_t rounded) {
   a->stats.allocated += rounded;
+  a->stats.total_allocated += rounded;
   a->stats.num_allocs++;
   if (a->stats.allocated > a->stats.peak_allocated) a->stats.peak_allocated = a->stats.allocated;
 }
@@ -123,6 +126,7 @@ kiln_status_t kiln_cpu_allocator_alloc(kiln_cpu_allocator_t* a, size_t size, voi
   for (int attempt = 0; attempt < 2; attempt++) {
     block_header_t* released = NULL;
     if (a->memory_limit != 0 && a->stats.reserved + rounded > a->memory_limit) {
+      a->stats.num_alloc_retries++; /* over the limit: give back the cache and try again */
       released = take_cache_locked(a);
       if (a->stats.reserved + rounded > a->memory_limit) {
         allocated = a->stats.allocated;
@@ -145,12 +149,15 @@ kiln_status_t kiln_cpu_allocator_alloc(kiln_cpu_allocator_t* a, size_t size, voi
       h->cls = cls;
       h->magic = MAGIC_LIVE;
       note_alloc_locked(a, rounded);
+      a->stats.total_reserved += rounded;
+      a->stats.num_system_allocs++;
       pthread_mutex_unlock(&a->mu);
       *out_ptr = (char*)h + HEADER_SIZE;
       return KILN_OK;
     }
     a->stats.reserved -= rounded;
     if (attempt == 0) {
+      a->stats.num_alloc_retries++;
       released = take_cache_locked(a); /* the system refused: give back the cache and retry */
       pthread_mutex_unlock(&a->mu);
       free_chain(released);
@@ -161,6 +168,9 @@ kiln_status_t kiln_cpu_allocator_alloc(kiln_cpu_allocator_t* a, size_t size, voi
   reserved = a->stats.reserved;
   pthread_mutex_unlock(&a->mu);
 out_of_memory:
+  pthread_mutex_lock(&a->mu);
+  a->stats.num_ooms++;
+  pthread_mutex_unlock(&a->mu);
   return kiln_error(KILN_ERROR_OUT_OF_MEMORY,
                     "kiln cpu: out of memory: tried to allocate %zu bytes (%llu allocated, %llu "
                     "reserved, limit %llu)",
@@ -177,6 +187,7 @@ void kiln_cpu_allocator_free(kiln_cpu_allocator_t* a, void* ptr) {
   h->next = a->free_lists[h->cls];
   a->free_lists[h->cls] = ptr;
   a->stats.allocated -= h->size;
+  a->stats.total_freed += h->size;
   a->stats.num_frees++;
   pthread_mutex_unlock(&a->mu);
 }

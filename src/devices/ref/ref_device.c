@@ -76,6 +76,9 @@ static kiln_status_t kiln_ref_alloc(kiln_device_t* dev, size_t size, void** out_
   *out_ptr = NULL;
   if (size == 0) return KILN_OK;
   if (size > SIZE_MAX - 2 * KILN_REF_ALIGNMENT - KILN_REF_HEADER) {
+    pthread_mutex_lock(&ref->mutex);
+    ref->stats.num_ooms++;
+    pthread_mutex_unlock(&ref->mutex);
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln ref: out of memory: tried to allocate %zu bytes",
                       size);
   }
@@ -86,6 +89,7 @@ static kiln_status_t kiln_ref_alloc(kiln_device_t* dev, size_t size, void** out_
   int over = ref->memory_limit != 0 && (rounded > ref->memory_limit ||
                                         in_use > ref->memory_limit - rounded);
   if (!over) ref->stats.allocated += rounded; /* reserve before the (unlocked) system call */
+  if (over) ref->stats.num_ooms++;
   pthread_mutex_unlock(&ref->mutex);
   if (over) {
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY,
@@ -99,6 +103,7 @@ static kiln_status_t kiln_ref_alloc(kiln_device_t* dev, size_t size, void** out_
   pthread_mutex_lock(&ref->mutex);
   if (!raw) {
     ref->stats.allocated -= rounded;
+    ref->stats.num_ooms++;
     pthread_mutex_unlock(&ref->mutex);
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY,
                       "kiln ref: out of memory: tried to allocate %zu bytes (host allocator refused)",
@@ -108,6 +113,10 @@ static kiln_status_t kiln_ref_alloc(kiln_device_t* dev, size_t size, void** out_
   if (ref->stats.allocated > ref->stats.peak_allocated) ref->stats.peak_allocated = ref->stats.allocated;
   if (ref->stats.reserved > ref->stats.peak_reserved) ref->stats.peak_reserved = ref->stats.reserved;
   ref->stats.num_allocs++;
+  /* Every ref block comes from the system and goes back to it on free: reserved == allocated. */
+  ref->stats.total_allocated += rounded;
+  ref->stats.total_reserved += rounded;
+  ref->stats.num_system_allocs++;
   pthread_mutex_unlock(&ref->mutex);
 
   kiln_ref_block_header_t hdr = {KILN_REF_MAGIC, rounded};
@@ -129,6 +138,9 @@ static void kiln_ref_free(kiln_device_t* dev, void* ptr) {
   ref->stats.allocated -= hdr.size;
   ref->stats.reserved = ref->stats.allocated;
   ref->stats.num_frees++;
+  ref->stats.total_freed += hdr.size;
+  ref->stats.total_released += hdr.size;
+  ref->stats.num_system_frees++;
   pthread_mutex_unlock(&ref->mutex);
   kiln_allocator_free(&ref->base.host_allocator, raw);
 }
