@@ -266,3 +266,11 @@ def test_reduction_out_dtype_rules(fn, msg):
     for d in ("cpu", K):
         with pytest.raises(RuntimeError, match=msg):
             fn(torch.randn(3, 4, device=d), d)
+
+
+def test_pow_exponent_range_rule_matches_cpu():
+    for dt in (torch.float32, torch.uint8, torch.int32):
+        assert_same(lambda d, dt=dt: torch.pow(torch.full((2,), 2, dtype=dt, device=d), 1e39))
+    for dt in (torch.float16, torch.bfloat16):
+        with pytest.raises(RuntimeError, match="without overflow"):
+            torch.pow(torch.full((2,), 2, dtype=dt, device=K), 1e39)

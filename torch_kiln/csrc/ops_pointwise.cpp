@@ -336,7 +336,8 @@ Tensor& hardtanh_out(const Tensor& self, const Scalar& lo, const Scalar& hi, Ten
 Tensor& pow_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) {
   kiln_unary_params_t p = {};
   ScalarType compute = at::result_type(self, exponent);
-  p.alpha = checked_double(exponent, compute);
+  // aten reads the exponent as a double for f32/f64 (no range check), in the dtype otherwise.
+  p.alpha = checked_double(exponent, compute == at::kFloat ? at::kDouble : compute);
   bool int_ok = !at::isIntegralType(compute, true) || (exponent.isIntegral(false) && exponent.toLong() >= 0);
   if (int_ok && run_unary(KILN_UNARY_POW_SCALAR, self, &p, compute, out)) return out;
   return KILN_FALLBACK(pow_Tensor_Scalar_out, self, exponent, out);
