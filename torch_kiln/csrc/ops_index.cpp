@@ -222,7 +222,7 @@ Tensor roll(const Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
   Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   if (out.numel() == 0) return out;
   std::vector<int> d;
-  for (int64_t x : dims) d.push_back(static_cast<int>(at::maybe_wrap_dim(x, self.dim())));
+  for (int64_t x : dims) d.push_back(static_cast<int>(at::maybe_wrap_dim(x, self.dim(), /*wrap_scalar=*/false)));
   kiln_tensor_t dx = describe(self), dout = describe(out);
   KILN_CHECK(kiln_kernel_roll(&dx, shifts.data(), dims.empty() ? nullptr : d.data(), static_cast<int>(shifts.size()),
                               &dout));

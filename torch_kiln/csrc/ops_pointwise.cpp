@@ -587,12 +587,13 @@ Tensor& fill_scalar(Tensor& self, const Scalar& value) {
   return self;
 }
 
-// As aten: a value on self's device is copied in (a cast, no range check); another device's
-// (a CPU scalar for a kiln self) is read as a Scalar and filled with the range check.
+// As aten on CPU: the value is copied in (a cast, no range check). A CPU 0-dim value is a host
+// scalar moved to the device, so it is copied too; another kiln device's value is read as a
+// Scalar (aten's path for mismatched devices), with the range check.
 Tensor& fill_tensor(Tensor& self, const Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
-  if (value.device() != self.device()) return fill_scalar(self, value.item());
+  if (value.device() != self.device() && !value.is_cpu()) return fill_scalar(self, value.item());
   self.copy_(self.is_alias_of(value) ? value.clone() : value);
   return self;
 }
