@@ -304,3 +304,13 @@ def test_roll_of_a_scalar_rejects_a_dim_and_wide_random_ranges_work():
         warnings.simplefilter("ignore")
         x = torch.empty(50, dtype=torch.bfloat16, device=K).random_(300)
     assert x.device.type == K and float(x.min()) >= 0 and float(x.max()) <= 300
+
+
+def test_integer_scalars_beyond_double_precision_and_bool_argmax():
+    big = 2**63 - 1
+    assert_same(lambda d: torch.sub(torch.arange(6, device=d), torch.ones(6, dtype=torch.long, device=d), alpha=big))
+    assert_same(lambda d: torch.zeros(3, dtype=torch.long, device=d).scatter(0, torch.tensor([1], device=d), big))
+    assert_same(lambda d: torch.full((3,), 2**62 + 1, device=d).clamp(max=2**62 + 1))
+    for d in ("cpu", K):
+        with pytest.raises(RuntimeError, match="does not support bool"):
+            torch.argmax(torch.ones(3, 4, dtype=torch.bool, device=d), 1)

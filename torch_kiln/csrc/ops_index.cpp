@@ -121,7 +121,8 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sp
 // value (when src is null) is range checked in self's dtype once there is something to write.
 bool scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, const at::Scalar& value,
                   kiln_scatter_reduce_t reduce, Tensor& out, bool include_self = true) {
-  if (!all_describable({&self, &index}) || (src && !describable(*src)) || index.scalar_type() != at::kLong)
+  if (!all_describable({&self, &index}) || (src && !describable(*src)) || index.scalar_type() != at::kLong ||
+      (!src && !exact_as_double(value)))
     return false;
   if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "scatter(): Expected self.dtype to be equal to src.dtype");
   check_device(out, self);

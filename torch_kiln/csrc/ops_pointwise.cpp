@@ -304,7 +304,8 @@ Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& lo, const std
   ScalarType compute = clamp_compute(self, lo, hi);
   if (p.has_min) p.min = checked_double(*lo, compute);
   if (p.has_max) p.max = checked_double(*hi, compute);
-  if (run_unary(KILN_UNARY_CLAMP, self, &p, compute, out)) return out;
+  bool exact = (!lo.has_value() || exact_as_double(*lo)) && (!hi.has_value() || exact_as_double(*hi));
+  if (exact && run_unary(KILN_UNARY_CLAMP, self, &p, compute, out)) return out;
   return KILN_FALLBACK(clamp_out, self, lo, hi, out);
 }
 
@@ -312,7 +313,7 @@ Tensor& clamp_min_out(const Tensor& self, const Scalar& lo, Tensor& out) {
   kiln_unary_params_t p = {};
   p.has_min = 1;
   p.min = checked_double(lo, at::result_type(self, lo));
-  if (run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, lo), out)) return out;
+  if (exact_as_double(lo) && run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, lo), out)) return out;
   return KILN_FALLBACK(clamp_min_out, self, lo, out);
 }
 
@@ -320,7 +321,7 @@ Tensor& clamp_max_out(const Tensor& self, const Scalar& hi, Tensor& out) {
   kiln_unary_params_t p = {};
   p.has_max = 1;
   p.max = checked_double(hi, at::result_type(self, hi));
-  if (run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, hi), out)) return out;
+  if (exact_as_double(hi) && run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, hi), out)) return out;
   return KILN_FALLBACK(clamp_max_out, self, hi, out);
 }
 
@@ -347,7 +348,8 @@ Tensor& pow_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) 
 
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_ADD, self, other, checked_double(alpha, r), opmath(r), r, out)) return out;
+  double a = checked_double(alpha, r);
+  if (exact_as_double(alpha) && run_binary(KILN_BINARY_ADD, self, other, a, opmath(r), r, out)) return out;
   return KILN_FALLBACK(add_out, self, other, alpha, out);
 }
 
@@ -356,7 +358,8 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
               "Subtraction, the `-` operator, with two bool tensors is not supported. "
               "Use the `^` or `logical_xor()` operator instead.");
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_SUB, self, other, checked_double(alpha, r), opmath(r), r, out)) return out;
+  double a = checked_double(alpha, r);
+  if (exact_as_double(alpha) && run_binary(KILN_BINARY_SUB, self, other, a, opmath(r), r, out)) return out;
   return KILN_FALLBACK(sub_out, self, other, alpha, out);
 }
 

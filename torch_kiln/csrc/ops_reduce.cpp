@@ -305,7 +305,7 @@ std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool k
 Tensor& arg_out(kiln_reduce_index_op_t op, const Tensor& self, std::optional<int64_t> dim, bool keepdim,
                 Tensor& out, bool* handled) {
   *handled = false;
-  if (!describable(self)) return out;
+  if (!describable(self) || self.scalar_type() == at::kBool) return out;  // aten raises for bool
   if (dim.has_value()) {
     *handled = run_index(op, self, *dim, keepdim, nullptr, out);
     return out;
