@@ -314,3 +314,8 @@ def test_integer_scalars_beyond_double_precision_and_bool_argmax():
     for d in ("cpu", K):
         with pytest.raises(RuntimeError, match="does not support bool"):
             torch.argmax(torch.ones(3, 4, dtype=torch.bool, device=d), 1)
+
+
+def test_clamp_with_a_nan_bound_fills_nan_without_range_checks():
+    assert_same(lambda d: torch.clamp(torch.zeros(0, dtype=torch.int32, device=d), 1e39, math.nan))
+    assert_same(lambda d: torch.clamp(torch.arange(3., device=d), math.nan, 1e39))

@@ -302,6 +302,10 @@ Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& lo, const std
   p.has_min = lo.has_value();
   p.has_max = hi.has_value();
   ScalarType compute = clamp_compute(self, lo, hi);
+  if (p.has_min && p.has_max && (std::isnan(lo->toDouble()) || std::isnan(hi->toDouble()))) {
+    resize_out(out, self.sizes(), {&self});  // aten: a NaN bound makes every element NaN, unchecked
+    return out.fill_(std::numeric_limits<double>::quiet_NaN());
+  }
   if (p.has_min) p.min = checked_double(*lo, compute);
   if (p.has_max) p.max = checked_double(*hi, compute);
   bool exact = (!lo.has_value() || exact_as_double(*lo)) && (!hi.has_value() || exact_as_double(*hi));
