@@ -44,8 +44,11 @@ static void softmax_fwd_rows(void* arg, int64_t r0, int64_t r1, int tid) {
     float* y = kiln_nn_row_out(&c->o, r, 0, buf);
     const float m = ops->max(x, n);
     if (c->log) {
+      /* (x - m) - log(s), in that order as torch does: folding m + log(s) first loses log(s)
+       * against a large |m| (a row of 1e5s gave -1.789 for -log 6, a row of -1e38s gave 0). */
       const float s = ops->exp_sum(x, m, NULL, n);
-      ops->affine(x, 1.0f, -(m + logf(s)), y, n);
+      ops->affine(x, 1.0f, -m, y, n);
+      ops->affine(y, 1.0f, -logf(s), y, n);
     } else {
       const float s = ops->exp_sum(x, m, y, n);
       ops->affine(y, 1.0f / s, 0.0f, y, n);

@@ -118,10 +118,16 @@ def test_accepted_scalars_match_cpu(fn):
     assert_same(fn)
 
 
-def test_cpu_value_tensor_fills_with_the_range_check():
-    # A CPU 0-dim value for a kiln self is read as a Scalar (as on CUDA), so it is range checked.
-    with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
-        torch.zeros(3, dtype=torch.int8, device=K).fill_(torch.tensor(1000))
+def test_cpu_value_tensor_fills_like_a_same_device_value():
+    # A CPU 0-dim value is a host scalar moved to the device: copied in (a cast), as CPU copies it;
+    # `x[i] = cpu_scalar_tensor` takes that path too.
+    assert_same(lambda d: torch.zeros(3, dtype=torch.int8, device=d).fill_(torch.tensor(1000)))
+
+    def setitem(d):
+        x = torch.zeros(2, 3, dtype=torch.uint8, device=d)
+        x[0] = torch.tensor(300.5)
+        return x
+    assert_same(setitem)
 
 
 # ---- bug 9: what CPU / CUDA accept ------------------------------------------------------------
@@ -266,3 +272,50 @@ def test_reduction_out_dtype_rules(fn, msg):
     for d in ("cpu", K):
         with pytest.raises(RuntimeError, match=msg):
             fn(torch.randn(3, 4, device=d), d)
+
+
+def test_pow_exponent_range_rule_matches_cpu():
+    for dt in (torch.float32, torch.uint8, torch.int32):
+        assert_same(lambda d, dt=dt: torch.pow(torch.full((2,), 2, dtype=dt, device=d), 1e39))
+    for dt in (torch.float16, torch.bfloat16):
+        with pytest.raises(RuntimeError, match="without overflow"):
+            torch.pow(torch.full((2,), 2, dtype=dt, device=K), 1e39)
+
+
+def test_any_all_over_no_dims_and_bool_cumsum():
+    assert_same(lambda d: torch.any(torch.tensor([[0.0, 2.0], [math.nan, 0.0]], device=d), ()))
+    assert_same(lambda d: torch.all(torch.zeros(3, 0, dtype=torch.uint8, device=d), ()))
+    for d in ("cpu", K):
+        with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+            torch.cumsum(torch.ones(3, dtype=torch.int16, device=d), 0, out=torch.empty(3, dtype=torch.bool, device=d))
+
+
+def test_log_softmax_keeps_precision_for_large_rows():
+    base = torch.tensor([[1e5], [-1e38], [0.5]])
+    assert_same(lambda d: F.log_softmax(base.to(d).expand(3, 6), -1))
+    assert_same(lambda d: F.cross_entropy(base.to(d).expand(3, 6), torch.zeros(3, dtype=torch.long, device=d)))
+
+
+def test_roll_of_a_scalar_rejects_a_dim_and_wide_random_ranges_work():
+    for d in ("cpu", K):
+        with pytest.raises(IndexError, match="has no dimensions"):
+            torch.roll(torch.tensor(1.0, device=d), 1, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = torch.empty(50, dtype=torch.bfloat16, device=K).random_(300)
+    assert x.device.type == K and float(x.min()) >= 0 and float(x.max()) <= 300
+
+
+def test_integer_scalars_beyond_double_precision_and_bool_argmax():
+    big = 2**63 - 1
+    assert_same(lambda d: torch.sub(torch.arange(6, device=d), torch.ones(6, dtype=torch.long, device=d), alpha=big))
+    assert_same(lambda d: torch.zeros(3, dtype=torch.long, device=d).scatter(0, torch.tensor([1], device=d), big))
+    assert_same(lambda d: torch.full((3,), 2**62 + 1, device=d).clamp(max=2**62 + 1))
+    for d in ("cpu", K):
+        with pytest.raises(RuntimeError, match="does not support bool"):
+            torch.argmax(torch.ones(3, 4, dtype=torch.bool, device=d), 1)
+
+
+def test_clamp_with_a_nan_bound_fills_nan_without_range_checks():
+    assert_same(lambda d: torch.clamp(torch.zeros(0, dtype=torch.int32, device=d), 1e39, math.nan))
+    assert_same(lambda d: torch.clamp(torch.arange(3., device=d), math.nan, 1e39))

@@ -214,6 +214,18 @@ def gen_ternary():
         fn = (lambda *t, hl=lo is not None, hh=hi is not None:
               torch.clamp(t[0], t[1] if hl else None, t[1 + hl] if hh else None))
         add(f"clamp-tensor-{x!r}-{lo!r}-{hi!r}", fn, *ins)
+    for _ in range(40):  # Scalar parameters converted to the (opmath) dtype by CPU's kernels
+        x = rand_spec(r, (3, 4), dtypes=FLOATS + INTS)
+        v = r.choice(SCALARS)
+        op = r.choice(["index_add", "elu", "softplus", "leaky_relu", "pow", "linspace", "addcdiv", "scatter_reduce"])
+        fn = {"index_add": lambda x, v: x.index_add(0, torch.tensor([0, 2], device=x.device), x[:2], alpha=v),
+              "elu": lambda x, v: F.elu(x, v), "softplus": lambda x, v: F.softplus(x, v, 20),
+              "leaky_relu": lambda x, v: F.leaky_relu(x, v), "pow": lambda x, v: torch.pow(x, v),
+              "linspace": lambda x, v: torch.linspace(0, v, 4, dtype=x.dtype, device=x.device),
+              "addcdiv": lambda x, v: torch.addcdiv(x, x, x + 1000, value=v),
+              "scatter_reduce": lambda x, v: x.scatter(1, torch.zeros(3, 1, dtype=torch.long, device=x.device), v,
+                                                       reduce="add")}[op]
+        add(f"scalar-param-{op}-{x!r}-{v!r}", lambda x, v=v, fn=fn: fn(x, v), x, tol=10.0)
     for _ in range(20):
         x = rand_spec(r, (3, 4))
         lo, hi = r.choice(SCALARS), r.choice(SCALARS)

@@ -121,7 +121,8 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sp
 // value (when src is null) is range checked in self's dtype once there is something to write.
 bool scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, const at::Scalar& value,
                   kiln_scatter_reduce_t reduce, Tensor& out, bool include_self = true) {
-  if (!all_describable({&self, &index}) || (src && !describable(*src)) || index.scalar_type() != at::kLong)
+  if (!all_describable({&self, &index}) || (src && !describable(*src)) || index.scalar_type() != at::kLong ||
+      (!src && !exact_as_double(value)))
     return false;
   if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "scatter(): Expected self.dtype to be equal to src.dtype");
   check_device(out, self);
@@ -222,7 +223,7 @@ Tensor roll(const Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
   Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   if (out.numel() == 0) return out;
   std::vector<int> d;
-  for (int64_t x : dims) d.push_back(static_cast<int>(at::maybe_wrap_dim(x, self.dim())));
+  for (int64_t x : dims) d.push_back(static_cast<int>(at::maybe_wrap_dim(x, self.dim(), /*wrap_scalar=*/false)));
   kiln_tensor_t dx = describe(self), dout = describe(out);
   KILN_CHECK(kiln_kernel_roll(&dx, shifts.data(), dims.empty() ? nullptr : d.data(), static_cast<int>(shifts.size()),
                               &dout));

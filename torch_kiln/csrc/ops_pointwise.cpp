@@ -302,9 +302,14 @@ Tensor& clamp_out(const Tensor& self, const std::optional<Scalar>& lo, const std
   p.has_min = lo.has_value();
   p.has_max = hi.has_value();
   ScalarType compute = clamp_compute(self, lo, hi);
+  if (p.has_min && p.has_max && (std::isnan(lo->toDouble()) || std::isnan(hi->toDouble()))) {
+    resize_out(out, self.sizes(), {&self});  // aten: a NaN bound makes every element NaN, unchecked
+    return out.fill_(std::numeric_limits<double>::quiet_NaN());
+  }
   if (p.has_min) p.min = checked_double(*lo, compute);
   if (p.has_max) p.max = checked_double(*hi, compute);
-  if (run_unary(KILN_UNARY_CLAMP, self, &p, compute, out)) return out;
+  bool exact = (!lo.has_value() || exact_as_double(*lo)) && (!hi.has_value() || exact_as_double(*hi));
+  if (exact && run_unary(KILN_UNARY_CLAMP, self, &p, compute, out)) return out;
   return KILN_FALLBACK(clamp_out, self, lo, hi, out);
 }
 
@@ -312,7 +317,7 @@ Tensor& clamp_min_out(const Tensor& self, const Scalar& lo, Tensor& out) {
   kiln_unary_params_t p = {};
   p.has_min = 1;
   p.min = checked_double(lo, at::result_type(self, lo));
-  if (run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, lo), out)) return out;
+  if (exact_as_double(lo) && run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, lo), out)) return out;
   return KILN_FALLBACK(clamp_min_out, self, lo, out);
 }
 
@@ -320,7 +325,7 @@ Tensor& clamp_max_out(const Tensor& self, const Scalar& hi, Tensor& out) {
   kiln_unary_params_t p = {};
   p.has_max = 1;
   p.max = checked_double(hi, at::result_type(self, hi));
-  if (run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, hi), out)) return out;
+  if (exact_as_double(hi) && run_unary(KILN_UNARY_CLAMP, self, &p, at::result_type(self, hi), out)) return out;
   return KILN_FALLBACK(clamp_max_out, self, hi, out);
 }
 
@@ -336,7 +341,8 @@ Tensor& hardtanh_out(const Tensor& self, const Scalar& lo, const Scalar& hi, Ten
 Tensor& pow_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) {
   kiln_unary_params_t p = {};
   ScalarType compute = at::result_type(self, exponent);
-  p.alpha = checked_double(exponent, compute);
+  // aten reads the exponent as a double for f32/f64 (no range check), in the dtype otherwise.
+  p.alpha = checked_double(exponent, compute == at::kFloat ? at::kDouble : compute);
   bool int_ok = !at::isIntegralType(compute, true) || (exponent.isIntegral(false) && exponent.toLong() >= 0);
   if (int_ok && run_unary(KILN_UNARY_POW_SCALAR, self, &p, compute, out)) return out;
   return KILN_FALLBACK(pow_Tensor_Scalar_out, self, exponent, out);
@@ -346,7 +352,8 @@ Tensor& pow_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) 
 
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_ADD, self, other, checked_double(alpha, r), opmath(r), r, out)) return out;
+  double a = checked_double(alpha, r);
+  if (exact_as_double(alpha) && run_binary(KILN_BINARY_ADD, self, other, a, opmath(r), r, out)) return out;
   return KILN_FALLBACK(add_out, self, other, alpha, out);
 }
 
@@ -355,7 +362,8 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
               "Subtraction, the `-` operator, with two bool tensors is not supported. "
               "Use the `^` or `logical_xor()` operator instead.");
   ScalarType r = rt(self, other);
-  if (run_binary(KILN_BINARY_SUB, self, other, checked_double(alpha, r), opmath(r), r, out)) return out;
+  double a = checked_double(alpha, r);
+  if (exact_as_double(alpha) && run_binary(KILN_BINARY_SUB, self, other, a, opmath(r), r, out)) return out;
   return KILN_FALLBACK(sub_out, self, other, alpha, out);
 }
 
@@ -586,12 +594,13 @@ Tensor& fill_scalar(Tensor& self, const Scalar& value) {
   return self;
 }
 
-// As aten: a value on self's device is copied in (a cast, no range check); another device's
-// (a CPU scalar for a kiln self) is read as a Scalar and filled with the range check.
+// As aten on CPU: the value is copied in (a cast, no range check). A CPU 0-dim value is a host
+// scalar moved to the device, so it is copied too; another kiln device's value is read as a
+// Scalar (aten's path for mismatched devices), with the range check.
 Tensor& fill_tensor(Tensor& self, const Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
-  if (value.device() != self.device()) return fill_scalar(self, value.item());
+  if (value.device() != self.device() && !value.is_cpu()) return fill_scalar(self, value.item());
   self.copy_(self.is_alias_of(value) ? value.clone() : value);
   return self;
 }

@@ -103,11 +103,19 @@ int64_t random_upper(at::ScalarType t) {
   }
 }
 
+// kiln's kernel draws integers a float dtype holds exactly. aten also takes a wider [from, to)
+// for a float dtype (it warns; it raises beyond the dtype's range): those go to aten's kernel.
+bool exact_in(at::ScalarType t, int64_t from, int64_t to_exclusive) {
+  if (!at::isFloatingType(t)) return true;
+  int64_t lim = random_upper(t) - 1;
+  return from >= -lim && to_exclusive - 1 <= lim;
+}
+
 Tensor& random_from(Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
   int64_t hi = to.has_value() ? *to : random_upper(self.scalar_type());
   TORCH_CHECK(!to.has_value() || from < *to, "random_ expects 'from' to be less than 'to', but got from=", from,
               " >= to=", *to);
-  if (hi != 0 && from < hi &&
+  if (hi != 0 && from < hi && exact_in(self.scalar_type(), from, hi) &&
       draw(self, gen, [&](kiln_tensor_t* d, kiln_philox_t* p) { return kiln_kernel_random_int(d, from, hi, p); }))
     return self;
   return KILN_FALLBACK(random__from, self, from, to, gen);
@@ -115,7 +123,8 @@ Tensor& random_from(Tensor& self, int64_t from, std::optional<int64_t> to, std::
 
 Tensor& random_to(Tensor& self, int64_t to, std::optional<at::Generator> gen) {
   TORCH_CHECK(0 < to, "random_ expects 'from' to be less than 'to', but got from=0 >= to=", to);
-  if (draw(self, gen, [&](kiln_tensor_t* d, kiln_philox_t* p) { return kiln_kernel_random_int(d, 0, to, p); }))
+  if (exact_in(self.scalar_type(), 0, to) &&
+      draw(self, gen, [&](kiln_tensor_t* d, kiln_philox_t* p) { return kiln_kernel_random_int(d, 0, to, p); }))
     return self;
   return KILN_FALLBACK(random__to, self, to, gen);
 }

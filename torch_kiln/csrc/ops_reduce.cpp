@@ -14,6 +14,7 @@
 #include <ATen/ops/max.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/min.h>
+#include <ATen/ops/ne.h>
 #include <ATen/ops/prod.h>
 #include <ATen/ops/std.h>
 #include <ATen/ops/sum.h>
@@ -176,14 +177,17 @@ Tensor& amin_out(const Tensor& self, at::IntArrayRef dim, bool keepdim, Tensor& 
   return KILN_FALLBACK(amin_out, self, dim, keepdim, out);
 }
 
+// any/all over an empty dim list reduce nothing (unlike sum's legacy "all dims"): x != 0.
 Tensor& any_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
   check_bool_out("any", out);
+  if (dim.has_value() && dim->empty()) return at::ne_outf(self, 0, out);
   if (run_reduce(KILN_REDUCE_ANY, self, dim, keepdim, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(any_dims_out, self, dim, keepdim, out);
 }
 
 Tensor& all_dims_out(const Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
   check_bool_out("all", out);
+  if (dim.has_value() && dim->empty()) return at::ne_outf(self, 0, out);
   if (run_reduce(KILN_REDUCE_ALL, self, dim, keepdim, nullptr, self.scalar_type(), out)) return out;
   return KILN_FALLBACK(all_dims_out, self, dim, keepdim, out);
 }
@@ -301,7 +305,7 @@ std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool k
 Tensor& arg_out(kiln_reduce_index_op_t op, const Tensor& self, std::optional<int64_t> dim, bool keepdim,
                 Tensor& out, bool* handled) {
   *handled = false;
-  if (!describable(self)) return out;
+  if (!describable(self) || self.scalar_type() == at::kBool) return out;  // aten raises for bool
   if (dim.has_value()) {
     *handled = run_index(op, self, *dim, keepdim, nullptr, out);
     return out;
@@ -366,13 +370,16 @@ bool run_cum(bool prod, const Tensor& self, int64_t dim, ScalarType compute, Ten
   return true;
 }
 
+// A bool accumulation dtype has no CPU kernel either: the fallback raises aten's error.
 Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, Tensor& out) {
-  if (run_cum(false, self, dim, dtype.value_or(out.scalar_type()), out)) return out;
+  ScalarType c = dtype.value_or(out.scalar_type());
+  if (c != at::kBool && run_cum(false, self, dim, c, out)) return out;
   return KILN_FALLBACK(cumsum_out, self, dim, dtype, out);
 }
 
 Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, Tensor& out) {
-  if (run_cum(true, self, dim, dtype.value_or(out.scalar_type()), out)) return out;
+  ScalarType c = dtype.value_or(out.scalar_type());
+  if (c != at::kBool && run_cum(true, self, dim, c, out)) return out;
   return KILN_FALLBACK(cumprod_out, self, dim, dtype, out);
 }
 

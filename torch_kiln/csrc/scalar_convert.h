@@ -60,6 +60,14 @@ inline at::Scalar checked_scalar(const at::Scalar& s, at::ScalarType t) {
   }
 }
 
+// True if `s` survives the trip through a double exactly (kiln's kernel parameters are doubles):
+// false for an integer beyond 2**53, which the caller hands to aten's kernel instead.
+inline bool exact_as_double(const at::Scalar& s) {
+  if (!s.isIntegral(false)) return true;
+  int64_t v = s.toLong();
+  return v >= -(int64_t{1} << 53) && v <= (int64_t{1} << 53);
+}
+
 // checked_scalar(s, t) as a double (the value kiln's kernel parameters carry).
 inline double checked_double(const at::Scalar& s, at::ScalarType t) { return checked_scalar(s, t).toDouble(); }
 
