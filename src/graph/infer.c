@@ -449,7 +449,10 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
       shp[d] = en == st ? 0 : 1 + (en - st - 1) / s->i[3];
       /* the same window with step 1 (keeps stride * step small); end is cut to match, so the
        * normalized node gives this shape again when a saved program is loaded */
-      if (shp[d] <= 1) s->i[3] = 1, s->i[2] = st + shp[d];
+      if (shp[d] <= 1) {
+        s->i[3] = 1;
+        s->i[2] = st + shp[d];
+      }
       set_out(o, 0, x->dtype, x->ndim, shp);
       return KILN_OK;
     }

@@ -269,7 +269,7 @@ static int64_t out_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, i
   if (!kiln_muladd_i64(2, p, n, &num) || !kiln_muladd_i64(d, k - 1, 1, &ext) ||
       !kiln_sub_i64(num, ext, &num) || !kiln_add_i64(num, ceil_mode ? s - 1 : 0, &num))
     return -1;
-  o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  o = num / s - (num % s != 0 && num < 0) + 1; /* floor(num / s) + 1, no -num to overflow */
   if (ceil_mode && (!kiln_mul_i64(o - 1, s, &last) || last >= n + p)) o--;
   return o;
 }
