@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Kiln: `make demo` and `make test` work from a fresh clone (they create .venv themselves).
 PY ?= python3
 VENV := .venv

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Compiled-mode benchmark: kiln compiled vs kiln eager vs Inductor (CPU) vs PyTorch CPU eager.
 
 Every row measures all four configurations in the same run, on the same thread count:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """kiln_sgemm vs torch.mm: GFLOP/s and % of AVX2 FMA peak, interleaved in one run.
 
 usage: .venv/bin/python bench/gemm_bench.py [path/to/libkiln.so] [--threads N] [--reps R]

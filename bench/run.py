@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """make bench: kiln eager vs PyTorch CPU eager, measured in the same run.
 
 Each row times the same op on kiln tensors and on CPU tensors (median of repeats, both on the

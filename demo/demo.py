@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kiln demo: train on the kiln device and on PyTorch CPU, compare losses, time both.
 
 1. A small MLP, 20 AdamW steps, kiln vs CPU (losses must match).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch_kiln: the Kiln device for PyTorch.
 
 ``import torch_kiln`` (or torch's backend autoload, once the package is installed) makes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.kiln: device-module functions for the kiln device (mirrors torch.cuda's names)."""
 import contextlib
 

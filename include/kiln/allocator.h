@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/allocator.h - the host allocator passed to every libkiln constructor.
  *
  * libkiln never calls malloc directly for its own objects: constructors take a kiln_allocator_t

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/device.h - the runtime API over devices: registry, memory, copies, streams, events.
  *
  * These functions validate their arguments, then dispatch through the device's vtable

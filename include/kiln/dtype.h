@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/dtype.h - element types understood by devices, kernels and the compiler. */
 #ifndef KILN_DTYPE_H
 #define KILN_DTYPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/graph.h - the graph compiler: build an IR of tensor ops, compile it, run it many times.
  *
  * A kiln_graph_t holds values (dtype, rank <= KILN_MAX_DIMS, static shape) and nodes (an op, its

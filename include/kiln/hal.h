@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/hal.h - the device ABI. A chip vendor ports Kiln by implementing this one vtable.
  *
  * A device object is any struct whose first member is a kiln_device_t; the vtable receives that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kiln.h - umbrella header for libkiln. */
 #ifndef KILN_KILN_H
 #define KILN_KILN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/parallel.h - the persistent thread pool every CPU kernel runs on.
  *
  * Workers are created once and sleep between jobs; a parallel_for never creates threads. Work is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/status.h - error reporting for every libkiln call.
  *
  * A kiln_status_t is an int code: 0 (KILN_OK) is success, anything else an error.

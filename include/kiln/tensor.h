@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/tensor.h - the strided tensor descriptor that kernels take.
  *
  * A descriptor borrows its data: it never owns memory. `data` points at element [0,...,0]

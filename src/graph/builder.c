@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* builder.c - the public builder API: each call fills a gx_spec and hands it to gx_add. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cat.c - cat elision: producers write straight into the slices of a cat's result.
  *
  * cat(x_0, .., x_n-1) along dim d copies every x_i into a slice of its result C. When x_i is

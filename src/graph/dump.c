@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dump.c - text dumps of graphs and compiled programs, and an SVG picture of a program. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* exec.c - the compile driver, the node runner (one kernel call per node) and kiln_exec_run. */
 #include <math.h>
 #include <string.h>

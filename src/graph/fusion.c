@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fusion.c - view sinking, GEMM epilogue fusion and pointwise(+reduction) fusion.
  *
  * View sinking (graph level, before layouts): unary(reshape(r)) -> reshape(unary(r)), and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* graph.c - graph objects, node/value storage, type promotion and shape helpers. */
 #include <stdio.h>
 #include <string.h>

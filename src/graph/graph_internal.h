@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* graph_internal.h - the IR, the compiled program and the passes of the graph compiler.
  *
  * IR: a graph is an array of nodes and an array of values. Every value is produced by exactly

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hfuse.c - horizontal GEMM fusion: matmuls sharing their left operand become one wider GEMM.
  *
  * x @ Wq^T, x @ Wk^T, x @ Wv^T (attention projections) and x @ W1^T, x @ W3^T (a gated MLP)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* infer.c - gx_add: validation and shape/dtype inference for every op (builder and loader).
  *
  * Attribute slots (gx_spec / gx_node):

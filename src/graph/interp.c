@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* interp.c - the tiled vector interpreter for fused pointwise groups.
  *
  * A group's iteration space (its members' common shape, dims collapsed where every operand is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* layout.c - strided layouts of values: views become windows (root, offset, strides). */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* passes.c - graph-level passes on the working graph: topological order, DCE, CSE, constant
  * folding, view sinking, and view elimination (layouts). */
 #include <math.h>

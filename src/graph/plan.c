@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan.c - steps, storage classes, liveness, in-place reuse and the arena plan.
  *
  * Every value lives in the storage of its root (a non-view value). A root is an input (the

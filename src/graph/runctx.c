@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* runctx.c - run contexts: the per-run state of a compiled program.
  *
  * A run binds descriptors to the caller's buffers, keeps interpreter scratch per pool thread and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* serialize.c - .kiln artifacts: save a compiled program, load and re-validate it.
  *
  * Layout (all integers little-endian):

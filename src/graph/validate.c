@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* validate.c - gx_validate_spec: the structural checks every node request passes before shape
  * inference reads it (op code, input count against the op's arity, input ids, attribute count).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hal.c - validation of vendor vtables. */
 #include "kiln/hal.h"
 

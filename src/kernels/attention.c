@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* attention.c - scaled dot-product attention, flash style, forward and backward.
  *
  * Forward: one task per (batch, head, block of SDPA_BR queries). The task streams blocks of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batchnorm.c - aten::native_batch_norm and native_batch_norm_backward.
  *
  * x [N, C, ...] is processed channel by channel (one task per channel, so per-channel sums do not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* binary.c - generic (portable C) binary kernels for every internal type, kiln_kernel_binary.
  *
  * Generated from the op lists below; in an expression `x` and `y` are the operands, `T` the type,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cnn_util.h - small helpers shared by the conv, pooling and batch-norm kernels (internal). */
 #ifndef KILN_KERNELS_CNN_UTIL_H
 #define KILN_KERNELS_CNN_UTIL_H

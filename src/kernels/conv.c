@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* conv.c - 2-D (and 1-D) convolution forward and backward.
  *
  * f32/f16/bf16 with more than one input channel per group: images go in chunks of nb (scratch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* copy.c - kiln_kernel_copy (torch copy_: cast + broadcast + arbitrary strides) and fill. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* embedding.c - embedding lookup and its dense backward.
  *
  * Forward copies rows (bytes, so every dtype works) after checking every index. Backward groups

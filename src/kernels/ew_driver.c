@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ew_driver.c - runs a pointwise kernel over broadcast, strided, mixed-dtype operands.
  *
  * Each row handed out by the iterator is processed directly when every operand is contiguous and

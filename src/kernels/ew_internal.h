@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ew_internal.h - shared machinery of the pointwise kernels: dtype X-macros, conversions, the
  * staged elementwise driver and the AVX2 entry points. Internal to libkiln. */
 #ifndef KILN_KERNELS_EW_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ew_math.h - scalar math shared by the generic pointwise and reduction kernels: PyTorch's
  * formulas for the float ops (type-generic over float/double via <tgmath.h> and _Generic) and
  * overflow-safe 64-bit integer helpers. Internal to libkiln. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* exp_consts.h - the constants of the vector exp shared by every SIMD width (nn_avx2.c,
  * elementwise_avx2.c, avx512/nn_avx512.c): Cody-Waite reduction x = n ln2 + r with ln2 split
  * into a short high part and a correction, then the Cephes degree-5 polynomial

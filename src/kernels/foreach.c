@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* foreach.c - list versions of the elementwise kernels (torch._foreach_*): one call runs an op
  * over every entry of tensor lists, so an optimizer step over N parameters costs N kernel calls
  * in C instead of N framework dispatches. Each entry is exactly the single-tensor kernel

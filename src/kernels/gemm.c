@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm.c - the f32 GEMM driver (BLIS/GotoBLAS loop nest), its threading, validation and the
  * BLAS-style entry points of kiln/kernels/gemm.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_internal.h - micro-kernels shared by gemm.c and the per-ISA files. Internal to libkiln.
  *
  * Packed layouts (BLIS style): an A sliver is MR rows x kc, stored k-major (a[p*MR + r]); a B

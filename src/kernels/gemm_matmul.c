@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_matmul.c - kiln_kernel_matmul / kiln_kernel_matmul_ex: torch.matmul / addmm / baddbmm on
  * strided descriptors, on top of the f32 driver (gemm.c) and the f64 kernel (gemm_pack.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_pack.c - GEMM packing from strided f32/f16/bf16 operands, the portable scalar
  * micro-kernels, the fused epilogue and the simple blocked f64 GEMM. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* half.h - scalar f16/bf16 <-> f32 conversions (round-to-nearest-even, NaN preserved).
  * Internal to libkiln; vector paths use F16C / AVX2 shifts in the per-ISA files. */
 #ifndef KILN_KERNELS_HALF_H

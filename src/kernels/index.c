@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* index.c - index_select, gather and index_add (see kiln/kernels/index.h).
  *
  * Each kernel checks every index first, then walks the dims other than `dim` (the "rest",

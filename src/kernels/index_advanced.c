@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* index_advanced.c - aten::index.Tensor and aten::index_put_ (see kiln/kernels/index.h).
  *
  * A plan splits self's dims into indexed ones (their index tensors share the shape B) and sliced

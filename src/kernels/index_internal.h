@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* index_internal.h - helpers shared by the index, scatter, shape, factory and sort kernels
  * (index_util.c). Internal to libkiln. */
 #ifndef KILN_KERNELS_INDEX_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* index_mask.c - masked_select and nonzero: outputs whose size depends on the data.
  *
  * Both run in two passes over the same fixed chunks of rows: count per chunk, an exclusive

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* index_scatter.c - scatter_, scatter_(reduce=), scatter_add_ and scatter_reduce_.
  *
  * The target of index[..., j, ...] is self[..., index, ...]: it shares every coordinate but

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* index_util.c - shared helpers of the index kernels: the nd walk, checks, index range
  * validation, scalar conversion and the typed element combiner (see index_internal.h). */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* iter.c - broadcasting, dim ordering/coalescing and the parallel row walk (see iter.h). */
 #include "kernels/iter.h"
 

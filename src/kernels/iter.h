@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* iter.h - the N-d strided iterator shared by the elementwise, copy and reduction kernels.
  *
  * kiln_iter_init broadcasts up to three inputs to the output's shape and rewrites the problem as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* loss.c - negative log-likelihood loss (nll_loss / nll_loss2d), forward and backward.
  *
  * log_probs [C], [N,C] or [N,C,d1..dk] is seen as P = N*d1*..*dk positions (row-major over the

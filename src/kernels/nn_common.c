@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nn_common.c - shared machinery of the nn kernels: ISA dispatch, the generic (portable C) row
  * and block primitives, row views, conversions, per-call scratch and argument checks. */
 #include <math.h>

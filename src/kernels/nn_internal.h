@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nn_internal.h - helpers shared by the nn kernels (softmax.c, norm.c, attention.c, loss.c,
  * embedding.c): the per-ISA row/block primitives, row views of strided tensors, per-call scratch
  * and argument checks. Internal to libkiln.

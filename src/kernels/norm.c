@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* norm.c - layer norm and RMS norm, forward and backward.
  *
  * x is viewed as M rows of N = prod(x.shape[-nd:]) elements. Forward and grad_x work row by row

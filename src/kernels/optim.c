@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim.c - fused multi-tensor Adam/AdamW and SGD steps (torch._fused_adam(w)_, _fused_sgd_).
  *
  * Numerics follow ATen's CPU FusedAdamKernel / FusedSGDKernel as built for AVX2 (8 f32 lanes,

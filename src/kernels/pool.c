@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pool.c - 2-D max / average / adaptive-average pooling, forward and backward.
  *
  * Work is split by (n, c) plane: one task computes a whole output plane (forward) or a whole

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* random.c - Philox4x32-10 random kernels: uniform, normal, exponential, bernoulli, random_int,
  * randperm, dropout.
  *

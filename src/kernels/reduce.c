@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reduce.c - kiln_kernel_reduce: geometry, strategy and threading of the reductions.
  *
  * The dims of x are split into kept dims K (coalesced, with x and out strides) and reduced dims

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reduce_acc.c - per-type accumulation loops of the reductions (see reduce_internal.h).
  * Floating types accumulate in double, integers in 64 bits with wraparound. */
 #if defined(__GNUC__) && !defined(__clang__)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reduce_index.c - max/min with index along one dim (torch.max(x, dim), argmax, argmin).
  *
  * Lines along `dim` are independent. When `dim` is the innermost dim in memory each line is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reduce_internal.h - reduction state and per-type accumulation shared by reduce.c and
  * reduce_acc.c. Internal to libkiln. */
 #ifndef KILN_KERNELS_REDUCE_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* scan.c - cumulative sum / product along one dim (torch.cumsum, torch.cumprod).
  *
  * Floating compute accumulates in double, integer compute in 64 bits with wraparound; each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shape.c - cat, flip, roll and constant pad (see kiln/kernels/index.h).
  *
  * These are rewritten as a few strided copies between views of the operands and handed to

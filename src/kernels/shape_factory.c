@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shape_factory.c - arange, linspace and eye (see kiln/kernels/index.h).
  *
  * Values follow torch CPU's scalar formulas: arange in the accumulate type (double for f32/f64,

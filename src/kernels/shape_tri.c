@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shape_tri.c - triu / tril and repeat_interleave (see kiln/kernels/index.h).
  *
  * triu/tril walk matrix rows in parallel: the kept columns of a row are copied (skipped when out

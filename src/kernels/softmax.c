@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* softmax.c - softmax / log_softmax and their backwards along any dim of a strided tensor.
  *
  * A tensor is viewed as rows along `dim` (kernels/nn_internal.h); each thread takes whole rows.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sort.c - sort, argsort and topk (see kiln/kernels/index.h).
  *
  * Every element becomes a 64-bit key whose unsigned order is torch's order (NaN largest, -0.0 ==

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ternary.c - where / lerp / addcmul / addcdiv / clamp(tensor) kernels, kiln_kernel_ternary. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic")

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* unary.c - generic (portable C) unary kernels for every internal type, kiln_kernel_unary.
  *
  * Kernels are generated from the op lists below: FLOAT_OPS for f32/f64, INT_OPS for the integer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* allocator.c - the system host allocator and NULL-means-system wrappers. */
 #include "kiln/allocator.h"
 

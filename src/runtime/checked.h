@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* checked.h - overflow-checked integer arithmetic for shape and size computations (internal).
  *
  * The rule (docs/DESIGN-NOTES.md, "Checked arithmetic"): every product or sum of dims, strides,

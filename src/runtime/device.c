@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* device.c - argument validation and vtable dispatch for the runtime device API. */
 #include "kiln/device.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dtype.c - element type properties and tensor descriptor helpers. */
 #include "kiln/dtype.h"
 

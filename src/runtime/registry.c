@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* registry.c - device registries, driver lookup by name and the process-default registry. */
 #include <ctype.h>
 #include <math.h>

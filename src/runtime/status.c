@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* status.c - thread-local error messages behind kiln_status_t codes. */
 #include "kiln/status.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ew_test_util.h - helpers for the elementwise / copy / reduction C tests: host tensors with
  * arbitrary strides, independent scalar element access (not libkiln's conversion code), random
  * data, and a NaN/inf-aware closeness check against double references. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln_test.h - a tiny C test runner. Each test file defines tests with KT_TEST and calls
  * KT_MAIN(); the closing line reports counts and the exit status is non-zero on any failure. */
 #ifndef KILN_TEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_conv.c - conv2d / pooling / batch norm kernels vs naive double-precision references.
  * Tensors are filled through their strides, so channels-last and sliced layouts are covered. */
 #include <stdint.h>

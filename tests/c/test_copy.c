@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_copy.c - kiln_kernel_copy / fill vs an independent scalar reference: every dtype pair
  * (incl. NaN/inf/out-of-range float -> int, which follows x86 cvttss2si like PyTorch),
  * broadcasting, strided and transposed source and destination, rank 0, empty, the threaded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cpu_device.c - the CPU device: props, caching allocator, async streams, events. */
 #include <pthread.h>
 #include <stdatomic.h>

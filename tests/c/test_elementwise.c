@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_elementwise.c - unary / binary / ternary kernels vs scalar double references: every op
  * over representative dtypes and layouts (contiguous, threaded size, transposed, sliced with a
  * step, broadcast, rank 0, empty), in-place aliasing, integer wraparound and error paths. Each

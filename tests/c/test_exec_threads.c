@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_exec_threads.c - one compiled program run from several threads at once.
  *
  * Every run's outputs are checked against a single-threaded reference run of the same inputs.

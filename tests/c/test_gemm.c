@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_gemm.c - GEMM kernels against a naive double-precision reference.
  *
  * Tolerances: every element is checked against |got - ref| <= tol * S + tiny, where S is the

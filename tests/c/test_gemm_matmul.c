@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_gemm_matmul.c - kiln_kernel_matmul / _ex on descriptors against a double reference.
  *
  * Covers broadcast batch dims (size 1 and stride 0), transposed and gathered (non-unit,

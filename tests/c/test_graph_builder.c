@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_builder.c - builder validation: shapes, dtypes, promotion, errors leave the graph
  * unchanged. */
 #include "test_graph_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_exec.c - compiled graphs vs calling the kernels directly on the same inputs. */
 #include "test_graph_util.h"
 

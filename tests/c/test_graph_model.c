@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_model.c - a GPT-style transformer block as aot_autograd lowers it (views around
  * addmm, head split by slice/view/permute, SDPA, residuals, GELU MLP, a mean-square loss):
  * the fully optimized program must match node-by-node execution. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_ops.c - remaining ops vs the kernels, empty tensors, large graphs, allocators. */
 #include <time.h>
 

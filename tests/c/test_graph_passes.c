@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_passes.c - each compiler pass is observable in kiln_exec_stats and the dumps. */
 #include "test_graph_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_random.c - differential testing: random graphs of pointwise ops, broadcasts,
  * views, reductions, matmuls and softmax, compiled with every pass vs with every optional pass
  * off (node-by-node kernels). Results must agree (bit-exact except for reductions). The fused

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_serialize.c - .kiln save/load round trips and corrupted-file rejection. */
 #include <unistd.h>
 

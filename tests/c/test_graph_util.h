@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_util.h - helpers shared by the graph compiler tests. */
 #ifndef KILN_TEST_GRAPH_UTIL_H
 #define KILN_TEST_GRAPH_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_index.c - index / shape / factory / sort kernels (kiln/kernels/index.h) on small
  * hand-checked cases, error paths, and larger inputs that take the parallel paths (checked
  * against naive loops). The full comparison with torch lives in

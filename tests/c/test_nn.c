@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_nn.c - nn kernels (softmax, norms, attention, NLL loss, embedding) against naive double
  * references, on both the AVX2 and the generic primitives.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_optim.c - fused Adam/AdamW and SGD kernels (kiln/kernels/optim.h) against a serial
  * reference written from torch's CPU fused-kernel formulas (AVX2 build: fused multiply-adds,
  * scalar tail for the last numel % 8 f32 elements), for contiguous, strided, multi-chunk and

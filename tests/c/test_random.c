@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_random.c - Philox random kernels (kiln/kernels/random.h): known-answer vectors, values
  * against an independent serial reference of the documented counter mapping (so results cannot
  * depend on the thread count or the output's strides), statistics on 1M samples, offset rules

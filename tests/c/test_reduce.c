@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_reduce.c - reductions, arg-reductions and scans vs double references over dtypes and
  * layouts (contiguous, permuted, transposed/vertical, stepped, rank 0, empty, chunked-parallel
  * sizes), NaN propagation, empty-set rules, the keepdim=False view and errors.

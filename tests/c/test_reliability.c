@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_reliability.c - issue 23: shape arithmetic that overflows, nodes with too few inputs,
  * unbounded constant folding, compile flags in .kiln files and double -> int conversions. Each
  * case goes through the public API (builder, compile, save / load, run) and must end in a clean

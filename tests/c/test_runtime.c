@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_runtime.c - the runtime layer through its public API: status, byte parsing, registry,
  * dtypes, tensor descriptors. The default-registry tests come first and run in forked children
  * (the default registry reads the environment once per process, and a fork is only safe before

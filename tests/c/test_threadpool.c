@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_threadpool.c - kiln/parallel.h: coverage, thread ids, nesting, concurrent callers. */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_builder.c - libFuzzer harness for the graph builder API (include/kiln/graph.h).
  *
  * The input is decoded as compile flags and a sequence of builder calls (fuzz_builder_ops.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_builder_ops.h - the byte encoding fuzz_builder.c decodes (gen_corpus.c writes it).
  *
  *   u16 compile flags (little-endian, KILN_COMPILE_* bits), then records until the input ends:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_common.c - dumps, bounded runs and save/load round trips of a compiled program. */
 #include "fuzz_common.h"
 

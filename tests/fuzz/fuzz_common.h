@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_common.h - what both fuzz harnesses do with a compiled program: dump it, run it on
  * bounded inputs, and check that save / load round-trips it exactly.
  *

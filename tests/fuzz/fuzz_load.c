@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_load.c - libFuzzer harness for the .kiln loader (kiln_exec_load_buffer).
  *
  * The input is loaded as it is, and again with the header's payload length and checksum

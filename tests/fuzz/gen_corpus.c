@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gen_corpus.c - writes the fuzz seed corpora from real programs.
  *
  *   gen_corpus <dir>   writes (creating the folders) <dir>/fuzz_builder/<name>.bin (the

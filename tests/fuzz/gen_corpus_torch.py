@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Adds .kiln programs made by torch.compile(backend="kiln") to the fuzz_load seed corpus.
 
 A tiny TinyLlama training step (forward + backward) and a SmallCNN training step (the models of

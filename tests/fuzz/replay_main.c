@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* replay_main.c - runs a fuzz harness over files without libFuzzer (any compiler): each
  * argument is a file or a directory whose regular files are fed, one by one, to
  * LLVMFuzzerTestOneInput. A harness failure aborts (as under libFuzzer); the exit status is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* conformance.c - the HAL conformance suite: `hal_conformance <driver>`.
  *
  * Checks a device only through the public runtime API (kiln/device.h), so it applies to any

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Differential harness: run one probe on kiln and on CPU PyTorch and require the same outcome.
 
 A probe (``Case``) is an op applied to inputs. Tensor inputs are ``Spec``s: a shape, a dtype, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Models shared by tests, demo and benchmarks.
 
 TinyLlama follows TorchTitan's llama3 debug model: RMSNorm, rotary embeddings, SwiGLU MLP,

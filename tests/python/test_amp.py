@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.autocast("kiln") and torch.amp.GradScaler("kiln") against the same code on the CPU."""
 import copy
 

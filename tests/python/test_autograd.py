@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Autograd through kiln: gradients and a 20-step MLP training match CPU."""
 import copy
 

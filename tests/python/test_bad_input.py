@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Regression tests for the shim's bad-input behaviour (issue 23): kiln raises what CPU PyTorch
 raises, with aten's messages, and accepts what CPU (or, for device placement, CUDA) accepts.
 test_differential.py probes the same classes broadly; these pin each reproduced bug."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.compile(backend="kiln"): compiled programs give the same results as eager kiln.
 
 What is checked

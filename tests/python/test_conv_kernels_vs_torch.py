@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libkiln CNN kernels (include/kiln/kernels/conv.h) vs PyTorch CPU, through ctypes.
 
 The library comes from $KILN_LIB (default: torch_kiln/libkiln.so of this checkout). Tensors are passed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Foundation: "kiln" is a real torch device (allocation, copies, views, dtypes, module API)."""
 import warnings
 

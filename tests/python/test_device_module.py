@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.kiln's device module against torch.cuda's API: device properties, CUDA-named memory
 statistics with the allocator's real values, mem_get_info, and torch.accelerator.memory (which
 needs the kiln allocator to be a c10::DeviceAllocator)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Differential bad-input suite: generated probes over the op surface, each run on kiln and on CPU.
 
 Every probe must end the same way on both devices: the same exception kind, or the same result

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch._foreach_* on kiln (torch_kiln/csrc/ops_foreach.cpp -> kiln_kernel_foreach_*) vs PyTorch CPU.
 
 Every overload kiln registers runs in place and out of place on the same lists as on CPU: mixed shapes

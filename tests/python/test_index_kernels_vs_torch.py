@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libkiln index / shape / factory / sort kernels (kiln/kernels/index.h) vs PyTorch CPU, via ctypes.
 
 The library is $KILN_LIB, else torch_kiln/libkiln.so of this checkout. Descriptors are built straight

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every libkiln elementwise / copy / reduction kernel vs PyTorch CPU, through ctypes.
 
 The library is found via $KILN_LIB, else ../../build/libkiln.so relative to this file. Each test

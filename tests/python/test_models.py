@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Model-level checks: a Llama-style model (TorchTitan llama3 debug-model structure) and a small CNN
 train on kiln with losses matching PyTorch CPU."""
 import copy

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NN ops on kiln vs PyTorch CPU, forward and backward, with the ops checked to run natively."""
 import pytest
 import torch

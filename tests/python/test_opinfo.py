@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """OpInfo conformance: PyTorch's own OpInfo samples give the same results on kiln as on CPU.
 
 What is checked

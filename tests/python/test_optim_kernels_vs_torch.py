@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libkiln fused optimizer kernels (include/kiln/kernels/optim.h) vs PyTorch CPU, via ctypes.
 
 The library comes from $KILN_LIB (default: torch_kiln/libkiln.so of this checkout). Parameters, grads

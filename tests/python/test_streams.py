@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.kiln streams and events: one ordered queue per device behind torch's Stream API."""
 import pytest
 import torch

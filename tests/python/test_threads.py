@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Thread safety: compiled kiln programs and eager kiln ops called from several threads at once.
 
 What is checked

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.compile(model, backend="kiln"): whole-program compilation through libkiln's C compiler.
 
 The backend is found by name through the `torch_dynamo_backends` entry point of the installed

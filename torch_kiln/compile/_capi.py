@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes binding of libkiln's graph compiler (include/kiln/graph.h) and its op enums.
 
 The op codes are the kernel enums of include/kiln/kernels/*.h; they are read from the headers

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The "kiln" torch.compile backend.
 
 dynamo captures the program, aot_autograd (with core-ATen decompositions) splits it into forward

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Lowering of core-ATen FX graphs (what aot_autograd produces) to the kiln IR.
 
 `LOWERINGS` maps an aten OpOverload to a function ``(b, node, args, kwargs) -> value`` where

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // allocator.cpp - c10::DeviceAllocator for kiln devices, backed by kiln_device_alloc (the device's
 // caching allocator). One deleter per device index, so DataPtrs carry no heap context. The
 // statistics torch.accelerator.memory reads come from the device's kiln_memory_stats_t plus a

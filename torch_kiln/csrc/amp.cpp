@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // amp.cpp - the two ops behind torch.amp.GradScaler, on the device: each is a composition of
 // native kiln ops (no host round trip, no sync), with the checks and semantics of torch's CUDA
 // kernels.

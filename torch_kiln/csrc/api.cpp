@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // api.cpp - torch.ops.kiln.*: the functions torch_kiln's Python layer calls (device queries,
 // memory statistics, seeding, the fallback report).
 #include <ATen/CPUGeneratorImpl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // autocast.cpp - torch.autocast("kiln"): the AutocastPrivateUse1 dispatch key. Ops without a
 // policy pass through; the rest take torch's own op lists (ATen/autocast_mode.h, the lists CUDA
 // registers): matmuls, convolutions and attention run in the autocast dtype, reductions, norms,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // fallback.cpp - every aten op without a native kiln kernel runs on the CPU through
 // at::native::cpu_fallback: inputs are copied to the host, the CPU kernel runs, results are
 // copied back. Each op is counted and warned about once; random ops draw their CPU generator

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // generator.h - the kiln torch generator: counter-based Philox state {seed, offset} per device.
 // Every kiln random kernel is a pure function of (seed, offset, element index) and advances the
 // offset by one per call, so results are reproducible for a seed whatever the thread count.

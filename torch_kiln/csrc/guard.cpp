@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // guard.cpp - DeviceGuardImplInterface for kiln: current device, the default stream per device,
 // and events mapped onto kiln_event_t.
 #include <c10/core/impl/DeviceGuardImplInterface.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // hooks.cpp - PrivateUse1HooksInterface (availability, generators, device from pointer, pinned
 // host memory) and the per-device default generators (KilnGeneratorImpl, generator.h).
 #include <ATen/detail/PrivateUse1HooksInterface.h>

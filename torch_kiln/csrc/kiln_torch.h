@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // kiln_torch.h - shared helpers of the torch_kiln C++ shim: device lookup, status -> exception.
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // memory.h - the kiln allocator's device-level queries (allocator.cpp), for api.cpp.
 #pragma once
 

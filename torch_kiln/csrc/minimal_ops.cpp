@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // minimal_ops.cpp - the ops a device must provide itself: allocation, views, resize, set_,
 // cross-device copies and scalar reads. Everything else is a native kiln kernel or the fallback.
 #include <ATen/EmptyTensor.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_attention.cpp - F.scaled_dot_product_attention on kiln: _fused_sdp_choice picks the
 // "overrideable" backend (kiln_kernel_sdpa, flash-style) when it applies, else the math
 // decomposition (which itself runs on native kiln kernels).

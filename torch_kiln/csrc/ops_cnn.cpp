@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_cnn.cpp - native kiln pooling (max/avg/adaptive avg 2-D, + backward) and batch norm
 // (native_batch_norm + backward). Other cases go to the counted CPU fallback.
 #include <ATen/ops/_adaptive_avg_pool2d.h>

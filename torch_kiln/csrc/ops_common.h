@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_common.h - shared checks and helpers for native kiln op registrations.
 #pragma once
 

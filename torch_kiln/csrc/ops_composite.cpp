@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_composite.cpp - aten ops whose CPU kernels have no generic implementation, written here as
 // compositions of native kiln ops (so they never reach the CPU fallback).
 #include <ATen/ops/clamp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_conv.cpp - convolution on kiln. Devices other than CPU/CUDA reach aten through
 // convolution_overrideable / convolution_backward_overrideable. 1-D and 2-D non-transposed
 // convolutions run kiln_kernel_conv2d(_backward); other cases (transposed, 3-D, dtypes kiln

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_foreach.cpp - torch._foreach_* on kiln (the multi-tensor ops behind the default
 // foreach=True optimizers and clip_grad_norm_): one call into kiln_kernel_foreach_* runs the
 // op over every entry, instead of one framework dispatch per tensor. Lists kiln cannot take

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_index.cpp - native kiln kernels for indexing and shape ops: cat, index_select, gather,
 // scatter(_add), index_add, advanced indexing (index / index_put_), masked_select, nonzero,
 // triu/tril, arange, sort, topk, flip.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_matmul.cpp - native kiln GEMM for mm, bmm, addmm, baddbmm, addmv, dot (linear and matmul
 // decompose into these). Integer dtypes go to the counted CPU fallback.
 #include <ATen/ops/addmm.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_nn.cpp - native kiln kernels for softmax/log_softmax (+ backward), layer_norm
 // (+ backward), nll_loss (+ backward) and embedding (+ dense backward).
 #include <ATen/WrapDimUtils.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_optim.cpp - fused optimizers on kiln: torch.optim.Adam/AdamW(fused=True) call
 // _fused_adam(w)_, which runs kiln_kernel_fused_adamw over every parameter in one pass.
 #include <ATen/ops/_fused_adam.h>

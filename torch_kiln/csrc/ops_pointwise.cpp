@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_pointwise.cpp - native kiln kernels for elementwise aten ops (unary, binary, ternary,
 // fill, masked_fill). The shim only unpacks: type promotion and output sizing follow aten, the
 // computation is kiln_kernel_unary/binary/ternary (src/kernels/). Cases kiln has no descriptor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_random.cpp - native kiln random ops on the device generator (counter-based Philox):
 // uniform_, normal_, exponential_, bernoulli(_), random_, randperm, native_dropout.
 #include <ATen/ops/bernoulli.h>

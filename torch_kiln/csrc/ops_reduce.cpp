@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // ops_reduce.cpp - native kiln reductions: sum, mean, prod, amax/amin, any/all, var/std, vector
 // norm, logsumexp, max/min with indices, argmax/argmin, cumsum/cumprod.
 #include <ATen/WrapDimUtils.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // pinned.cpp - the host allocator behind Tensor.pin_memory() on kiln. Kiln device memory is host
 // memory, so "pinned" host memory needs no driver call: it is ordinary aligned host memory that
 // this allocator hands out and remembers, so that is_pinned() (isPinnedPtr) can answer for any

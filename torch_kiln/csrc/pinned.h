@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // pinned.h - pinned host memory for kiln (pinned.cpp), used by the PrivateUse1 hooks.
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // program.cpp - torch.ops.kiln.run_program: one call of a compiled kiln program (kiln/graph.h)
 // on torch tensors. The per-call work KilnProgram.__call__ did in Python (input signature and
 // contiguity checks, data pointers, output and workspace allocation) is a loop here; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // runtime.cpp - process-default registry access, current device and error conversion.
 #include "kiln_torch.h"
 

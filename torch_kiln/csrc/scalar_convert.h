@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // scalar_convert.h - the one place where the shim turns a Python scalar (c10::Scalar) into a
 // value of a tensor dtype, with the range checks of aten's CPU kernels.
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // tensor_desc.h - unpacking at::Tensor / at::Scalar into kiln_tensor_t descriptors for the C
 // kernels, and dtype mapping. Header-only; used by every op registration file.
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kernels/conv.h - CNN kernels on host tensors: 2-D (and 1-D) convolution, max / average /
  * adaptive-average pooling, batch normalization, and their backwards.
  *

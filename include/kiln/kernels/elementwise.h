@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kernels/elementwise.h - pointwise, copy/cast and fill kernels on host tensors.
  *
  * Every function takes borrowed kiln_tensor_t descriptors (kiln/tensor.h) and keeps nothing after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kernels/gemm.h - dense matrix multiplication on the host (CPU kernels).
  *
  * Matrices are row-major with a leading dimension (elements between consecutive rows). op(X) is X

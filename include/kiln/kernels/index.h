@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kernels/index.h - indexing, shape, factory and sorting kernels on host tensors.
  *
  * Descriptors are borrowed (kiln/tensor.h) and nothing is kept after a call; outputs are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kernels/nn.h - neural-network kernels on host tensors: softmax, layer/RMS norm,
  * scaled-dot-product attention, NLL loss, embedding, and their backwards.
  *

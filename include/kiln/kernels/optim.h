@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kernels/optim.h - fused multi-tensor optimizer steps (Adam/AdamW, SGD) on host tensors.
  *
  * Each call updates a list of parameter tensors in place, like torch._fused_adam(w)_ and

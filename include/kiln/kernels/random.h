@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kernels/random.h - counter-based random kernels (Philox4x32-10) on host tensors.
  *
  * State is explicit: a kiln_philox_t {seed, offset} owned by the caller (the torch generator).

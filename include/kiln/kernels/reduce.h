@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kiln/kernels/reduce.h - reductions, arg-reductions and scans on host tensors.
  *
  * Descriptors are borrowed (kiln/tensor.h) and nothing is kept after a call. `compute` is the

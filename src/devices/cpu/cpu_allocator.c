@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_allocator.c - caching allocator of the CPU device.
  *
  * Each system block is [64-byte header][payload]; the returned pointer is the payload, so it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_allocator.h - the CPU device's thread-safe caching allocator (internal).
  *
  * Every block is 64-byte aligned and rounded to a size class: multiples of 512 B up to 2 KiB,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_device.c - the embedded CPU device: the HAL vtable over the caching allocator, the shared
  * thread pool and the asynchronous streams of cpu_stream.c.
  *

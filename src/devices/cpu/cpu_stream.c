@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_stream.c - in-order asynchronous task queues of the CPU device, one worker thread each. */
 #include "devices/cpu/cpu_stream.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cpu_stream.h - the CPU device's asynchronous in-order streams (internal).
  *
  * A stream is a growable ring of tasks run in order by one worker thread, started on the first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* threadpool.c - the persistent thread pool behind kiln/parallel.h.
  *
  * Workers are started once and wait for jobs: a bounded spin on `state` (KILN_POOL_SPIN_US),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ref_device.c - the reference device: scalar, single-threaded, synchronous, no caching.
  *
  * Every operation runs to completion inside the call that submits it, so streams are only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* elementwise_avx2.c - AVX2/FMA/F16C fast paths for f32: arithmetic, activations with polynomial
  * exp/tanh/erfc (a few ulp), f32 <-> f16/bf16 conversion and a double-accumulated sum. Compiled
  * with -mavx2 -mfma -mf16c; only called after kiln_cpu_has_avx2(). Tails are computed on a padded

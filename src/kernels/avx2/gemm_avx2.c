@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_avx2.c - 6x16 single-precision GEMM micro-kernels for AVX2 + FMA.
  *
  * Twelve ymm accumulators hold the 6x16 tile; each k step loads two B vectors, broadcasts six A

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nn_avx2.c - AVX2/FMA/F16C row and block primitives of the nn kernels (the contracts are in
  * kernels/nn_internal.h). Compiled with -mavx2 -mfma -mf16c; selected at run time by
  * kiln_nn_ops(). Row tails use masked loads/stores, so every element sees the same arithmetic. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim_avx2.c - AVX2+FMA bodies of the fused Adam/AdamW and SGD steps (see ../optim.c for the
  * constants k[], the flags and the numerics they reproduce). Dense f32, f16 or bf16 arrays of n
  * elements, all "vector" elements in torch's sense (optim.c runs the scalar tail); f16/bf16 are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* elementwise_avx512.c - AVX-512F versions of the hot f32 elementwise kernels (activations with
  * exp, arithmetic, the pointwise backward helpers). Compiled with -mavx512f -mfma; the unary /
  * binary descriptors pick them over the AVX2 ones when kiln_cpu_has_avx512() (only F, no DQ:

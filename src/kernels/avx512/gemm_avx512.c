@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_avx512.c - the packed 6x16 single-precision GEMM micro-kernel for AVX-512F.
  *
  * Same packed layout and contract as the AVX2 kernel (gemm_internal.h), so the driver and the

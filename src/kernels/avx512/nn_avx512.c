@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nn_avx512.c - AVX-512F versions of the nn primitives that dominate attention: the small GEMM
  * (S = Q K^T, O += P V and the backward products), exp-and-sum and row max; and the softmax
  * backwards (the cross-entropy backward's pass over the logits). Compiled with
