@@ -69,8 +69,10 @@ def info() -> dict:
     devices = []
     for i in range(torch.kiln.device_count()):
         p = torch.kiln.get_device_properties(i)
-        p["capabilities"] = [c for b, c in enumerate(_CAPS) if p["capabilities"] >> b & 1]
-        devices.append(dict(p, index=i))
+        d = {k: getattr(p, k) for k in type(p).__slots__}
+        d["compute_units"] = p.multi_processor_count
+        d["capabilities"] = [c for b, c in enumerate(_CAPS) if p.capabilities >> b & 1]
+        devices.append(dict(d, index=i))
     try:
         dist_version = metadata.version("torch_kiln")
     except metadata.PackageNotFoundError:
