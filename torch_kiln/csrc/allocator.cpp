@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "kiln_torch.h"
@@ -24,11 +25,33 @@ using c10::CachingAllocator::StatType;
 constexpr size_t kAll = static_cast<size_t>(StatType::AGGREGATE);
 
 // What the shim adds to the device's statistics: the number of live allocations (the device
-// counts calls, not their peak) and the baselines reset_accumulated_memory_stats subtracts.
+// counts calls, not their peak) and the baselines reset_accumulated_memory_stats subtracts. The
+// counts are atomics (every allocation and free touches them: no lock on the per-op path); the
+// mutex guards only the baselines.
 struct DeviceCounters {
+  std::atomic<int64_t> live{0}, peak{0}, allocs{0}, frees{0};
   std::mutex mu;
-  Stat allocations;
   kiln_memory_stats_t base = {};
+
+  void increase() {
+    int64_t v = live.fetch_add(1, std::memory_order_relaxed) + 1;
+    allocs.fetch_add(1, std::memory_order_relaxed);
+    int64_t p = peak.load(std::memory_order_relaxed);
+    while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {
+    }
+  }
+  void decrease() {
+    live.fetch_sub(1, std::memory_order_relaxed);
+    frees.fetch_add(1, std::memory_order_relaxed);
+  }
+  Stat stat() const {
+    Stat st;
+    st.current = live.load(std::memory_order_relaxed);
+    st.peak = peak.load(std::memory_order_relaxed);
+    st.allocated = allocs.load(std::memory_order_relaxed);
+    st.freed = frees.load(std::memory_order_relaxed);
+    return st;
+  }
 };
 
 // Never destroyed: tensors freed during process exit still count here.
@@ -57,9 +80,7 @@ void delete_on_device(void* ptr) {
   kiln_device_t* dev = nullptr;
   if (kiln_registry_default(&reg) == KILN_OK && kiln_registry_get(reg, I, &dev) == KILN_OK) {
     kiln_device_free(dev, ptr);
-    DeviceCounters& c = all_counters()[I];
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.allocations.decrease(1);
+    all_counters()[I].decrease();
   }
 }
 
@@ -83,9 +104,7 @@ struct KilnAllocator final : c10::DeviceAllocator {
     if (nbytes > 0) {
       // Async work may still be freeing blocks; the device allocator handles limits itself.
       check(kiln_device_alloc(dev, nbytes, &ptr), "alloc");
-      DeviceCounters& c = counters(index);
-      std::lock_guard<std::mutex> lock(c.mu);
-      c.allocations.increase(1);
+      counters(index).increase();
     }
     return {ptr, ptr, kDeleters[index], c10::Device(c10::DeviceType::PrivateUse1, index)};
   }
@@ -127,8 +146,8 @@ struct KilnAllocator final : c10::DeviceAllocator {
     reserved.peak = static_cast<int64_t>(s.peak_reserved);
     reserved.allocated = static_cast<int64_t>(s.total_reserved - b.total_reserved);
     reserved.freed = static_cast<int64_t>(s.total_released - b.total_released);
-    out.allocation[kAll] = c.allocations;
-    out.active[kAll] = c.allocations;
+    out.allocation[kAll] = c.stat();
+    out.active[kAll] = out.allocation[kAll];
     out.num_alloc_retries = static_cast<int64_t>(s.num_alloc_retries - b.num_alloc_retries);
     out.num_ooms = static_cast<int64_t>(s.num_ooms - b.num_ooms);
     out.num_device_alloc = static_cast<int64_t>(s.num_system_allocs - b.num_system_allocs);
@@ -141,14 +160,14 @@ struct KilnAllocator final : c10::DeviceAllocator {
     DeviceCounters& c = counters(index);
     std::lock_guard<std::mutex> lock(c.mu);
     c.base = s;
-    c.allocations.reset_accumulated();
+    c.allocs.store(0, std::memory_order_relaxed);
+    c.frees.store(0, std::memory_order_relaxed);
   }
 
   void resetPeakStats(c10::DeviceIndex index) override {
     check(kiln_device_memory_reset_peak(device(index)), "memory_reset_peak");
     DeviceCounters& c = counters(index);
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.allocations.reset_peak();
+    c.peak.store(c.live.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex index) override {

@@ -354,16 +354,17 @@ Tensor& pow_scalar_out(const Tensor& self, const Scalar& exponent, Tensor& out) 
 // aten's add/sub (ufunc kernels) read a 0-dim operand after it was cast to the result dtype
 // (TensorIterator's scalar_value), unlike mul/div, which keep its original value in float: an
 // f16/bf16 `x + 0.1` adds half(0.1) in float and rounds once. The same rounding here.
-Tensor add_operand(const Tensor& t, ScalarType r) {
-  if (t.dim() != 0 || t.scalar_type() == r || (r != at::kHalf && r != at::kBFloat16)) return t;
-  return t.to(r);
+c10::MaybeOwned<Tensor> add_operand(const Tensor& t, ScalarType r) {
+  if (t.dim() != 0 || t.scalar_type() == r || (r != at::kHalf && r != at::kBFloat16))
+    return c10::MaybeOwned<Tensor>::borrowed(t);
+  return c10::MaybeOwned<Tensor>::owned(t.to(r));
 }
 
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   ScalarType r = rt(self, other);
   double a = checked_double(alpha, r);
-  if (exact_as_double(alpha) && run_binary(KILN_BINARY_ADD, add_operand(self, r),
-                                           add_operand(other, r), a, opmath(r), r, out))
+  if (exact_as_double(alpha) && run_binary(KILN_BINARY_ADD, *add_operand(self, r),
+                                           *add_operand(other, r), a, opmath(r), r, out))
     return out;
   return KILN_FALLBACK(add_out, self, other, alpha, out);
 }
@@ -374,8 +375,8 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
               "Use the `^` or `logical_xor()` operator instead.");
   ScalarType r = rt(self, other);
   double a = checked_double(alpha, r);
-  if (exact_as_double(alpha) && run_binary(KILN_BINARY_SUB, add_operand(self, r),
-                                           add_operand(other, r), a, opmath(r), r, out))
+  if (exact_as_double(alpha) && run_binary(KILN_BINARY_SUB, *add_operand(self, r),
+                                           *add_operand(other, r), a, opmath(r), r, out))
     return out;
   return KILN_FALLBACK(sub_out, self, other, alpha, out);
 }
