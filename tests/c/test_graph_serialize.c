@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_graph_serialize.c - .kiln save/load round trips and corrupted-file rejection. */
+#include "kiln_file_test.h"
 #include <unistd.h>
 
 #include "test_graph_util.h"
@@ -30,18 +31,6 @@ static kiln_graph_t* build(float* w1, float* b1, float* w2) {
   KT_OK(kiln_graph_output(g, sm));
   KT_OK(kiln_graph_output(g, a));
   return g;
-}
-
-/* Recomputes the checksum of a version-2 file: FNV-1a-64 over header bytes [8, 24) (version,
- * flags, payload size), then the payload. */
-static void fix_checksum(unsigned char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 8; i < n; i++) {
-    if (i == 24) i = 32;
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  for (int i = 0; i < 8; i++) p[24 + i] = (unsigned char)(h >> (8 * i));
 }
 
 KT_TEST(round_trip_file_and_buffer) {
@@ -129,7 +118,7 @@ KT_TEST(corrupt_files_rejected) {
    * node's op code and fix up the checksum */
   memcpy(copy, buf, n);
   copy[32 + 12] = 77; /* node 0 op */
-  fix_checksum(copy, n);
+  kft_fix_checksum(copy, n);
   KT_FAILS(KILN_ERROR_DATA_LOSS, kiln_exec_load_buffer(copy, n, &bad));
   KT_CHECK(bad == NULL);
   /* trailing garbage */
@@ -190,7 +179,7 @@ KT_TEST(fuzz_with_valid_checksum) {
       size_t pos = 32 + (size_t)((gt_rand() * 0.5 + 0.5) * (double)span) % span;
       copy[pos] = (t % 5 == 0) ? (unsigned char)(gt_rand() * 256) : (unsigned char)(copy[pos] ^ (1u << (t % 8)));
     }
-    fix_checksum(copy, n);
+    kft_fix_checksum(copy, n);
     kiln_exec_t* x = NULL;
     kiln_status_t st = kiln_exec_load_buffer(copy, n, &x);
     if (st == KILN_OK && gt_stats(x).arena_bytes > (64 << 20)) {

@@ -11,8 +11,9 @@
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "kiln_file_test.h"
 
-#define HEADER_BYTES 32
+#define HEADER_BYTES KFT_HEADER_BYTES
 
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
   (void)argc;
@@ -21,22 +22,8 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
   return 0;
 }
 
-static void put_u64(unsigned char* p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-#define FNV_SEED 0xcbf29ce484222325ull
-
-static uint64_t fnv1a(uint64_t h, const unsigned char* p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 static uint64_t seed_of(const uint8_t* data, size_t size) {
-  return fnv1a(FNV_SEED, data, size < 256 ? size : 256) ^ size;
+  return kft_fnv1a(KFT_FNV_SEED, data, size < 256 ? size : 256) ^ size;
 }
 
 static void load_and_exercise(const uint8_t* data, size_t size) {
@@ -59,11 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   unsigned char* fixed = malloc(size);
   if (!fixed) return 0;
   memcpy(fixed, data, size);
-  put_u64(fixed + 16, (uint64_t)(size - HEADER_BYTES));
-  /* version 1 sums the payload; later versions header bytes [8, 24) and then the payload */
-  uint64_t h = fixed[8] == 1 && !fixed[9] && !fixed[10] && !fixed[11]
-                   ? FNV_SEED : fnv1a(FNV_SEED, fixed + 8, 16);
-  put_u64(fixed + 24, fnv1a(h, fixed + HEADER_BYTES, size - HEADER_BYTES));
+  kft_put_u64(fixed + 16, (uint64_t)(size - HEADER_BYTES));
+  kft_fix_checksum(fixed, size);
   if (memcmp(fixed, data, HEADER_BYTES) != 0) load_and_exercise(fixed, size);
   free(fixed);
   return 0;
