@@ -260,6 +260,10 @@ void kiln_exec_destroy(kiln_exec_t* e) {
 }
 
 kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_t** out) {
+  return gx_compile(g, flags, 0, out);
+}
+
+kiln_status_t gx_compile(const kiln_graph_t* g, int flags, int share_constants, kiln_exec_t** out) {
   if (!out) return BADARG("kiln_graph_compile: NULL out");
   *out = NULL;
   if (!g) return BADARG("kiln_graph_compile: NULL graph");
@@ -276,7 +280,7 @@ kiln_status_t kiln_graph_compile_ex(const kiln_graph_t* g, int flags, kiln_exec_
   atomic_flag_clear(&e->run_lock);
   atomic_init(&e->prof_runs, 0);
   atomic_init(&e->prof_on, 0);
-  kiln_status_t st = gx_graph_copy(g, 0, &e->src);
+  kiln_status_t st = gx_graph_copy(g, share_constants, &e->src);
   if (st == KILN_OK) st = gx_graph_copy(e->src, 1, &e->wg);
   if (st != KILN_OK) {
     kiln_exec_destroy(e);

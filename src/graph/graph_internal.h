@@ -84,8 +84,9 @@ typedef struct gx_spec {
   int n_i;
   int64_t i[GX_MAX_I];
   double f[GX_MAX_F];
-  const void* data; /* CONST: contiguous bytes (copied) */
+  const void* data; /* CONST: contiguous bytes (copied unless borrow) */
   size_t data_bytes;
+  int borrow;       /* CONST: keep `data` as is (the caller keeps it alive and 64-byte aligned) */
 } gx_spec;
 
 typedef struct gx_node {
@@ -381,5 +382,73 @@ void gx_group_tiling(gx_group* grp);
 void gx_group_prepare(const kiln_graph_t* g, gx_group* grp);
 /* Scratch bytes one thread needs for a prepared group. */
 int64_t gx_group_scratch(const gx_group* grp);
+
+
+/* ---- .kiln files (serialize.c) -------------------------------------------------------------- */
+/* Compiles g (kiln_graph_compile_ex); share_constants != 0 makes the program borrow g's
+ * constant data instead of copying it (the data must outlive the exec). */
+kiln_status_t gx_compile(const kiln_graph_t* g, int flags, int share_constants, kiln_exec_t** out);
+
+/* One node as read from a file: attributes before the dynamic sizes are substituted. */
+typedef struct gx_fnode {
+  int op, sub, dtype, dtype2, n_in, n_i;
+  int* in; /* into gx_file.ins */
+  int64_t i[GX_MAX_I];
+  double f[GX_MAX_F];
+  const void* data; /* CONST: into the file's bytes */
+  size_t data_bytes;
+  int first_bind, n_bind; /* this node's entries of gx_file.bind_* */
+} gx_fnode;
+
+/* A parsed .kiln file (any version). Its pointers point into the file's bytes, which must
+ * outlive it; everything else is owned (gx_file_free). */
+typedef struct gx_file {
+  uint32_t version;
+  int flags;
+  int n_nodes;
+  gx_fnode* nodes;
+  int* ins;
+  int n_outputs;
+  int* outputs;
+  uint32_t n_values;
+  int n_inputs;
+  int64_t summary[4]; /* plan at the reference sizes: arena, kernels, nodes after, groups */
+  int n_symbols;
+  char** sym_names;
+  int64_t* sym_min;
+  int64_t* sym_max;
+  int* sym_input; /* where a run reads each symbol: input index and dim */
+  int* sym_dim;
+  int n_exprs;
+  int64_t* expr_code;
+  int* expr_off;
+  int* expr_len;
+  int n_binds;
+  int* bind_slot; /* attribute index i[slot] of the owning node */
+  int* bind_expr;
+  char** input_names; /* n_inputs */
+  char** output_names; /* n_outputs */
+  char* names; /* storage of every name */
+  uint64_t file_bytes, weight_bytes;
+} gx_file;
+
+/* Parses and checks a file's bytes (header, checksum, every count and offset). DATA_LOSS on
+ * anything unexpected, OUT_OF_MEMORY. The caller owns *out. */
+kiln_status_t gx_file_parse(const unsigned char* data, size_t size, gx_file** out);
+void gx_file_free(gx_file* f);
+/* Rebuilds the program with symbol values `syms` (n_symbols of them; NULL when none) through
+ * the builder's validation. borrow != 0: constants point into the file's bytes (which must be
+ * 64-byte aligned and outlive the graph). A node the builder rejects is DATA_LOSS when
+ * from_file, else INVALID_ARGUMENT (sizes the program does not admit). */
+kiln_status_t gx_file_instantiate(const gx_file* f, const int64_t* syms, int borrow, int from_file,
+                                  kiln_graph_t** out);
+/* Reads a whole file into memory from kiln_allocator_alloc (the caller frees it). NOT_FOUND,
+ * OUT_OF_MEMORY, INTERNAL (read error); `what` prefixes the messages. */
+kiln_status_t gx_read_file(const char* path, unsigned char** out_data, size_t* out_len,
+                           const char* what);
+/* Evaluates a postfix size expression (kiln/model.h). INVALID_ARGUMENT on a malformed program,
+ * a zero divisor or an overflow. */
+kiln_status_t gx_expr_eval(const int64_t* code, int len, const int64_t* syms, int n_syms,
+                           int64_t* out);
 
 #endif /* KILN_GRAPH_INTERNAL_H */

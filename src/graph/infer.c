@@ -880,7 +880,9 @@ kiln_status_t gx_add(kiln_graph_t* g, const gx_spec* spec, int* out_vids) {
     KILN_RETURN_IF_ERROR(gx_grow(&g->alloc, (void**)&g->inputs, &g->cap_inputs, g->n_inputs + 1,
                                  sizeof(int)));
   void* data = NULL;
-  if (s.op == GX_OP_CONST) {
+  if (s.op == GX_OP_CONST && s.borrow) {
+    data = (void*)s.data; /* the caller keeps it alive (model files mapped in place) */
+  } else if (s.op == GX_OP_CONST) {
     data = gx_alloc(&g->alloc, s.data_bytes);
     if (!data) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_graph_constant: out of memory");
     if (s.data_bytes) memcpy(data, s.data, s.data_bytes);
@@ -888,7 +890,7 @@ kiln_status_t gx_add(kiln_graph_t* g, const gx_spec* spec, int* out_vids) {
   int id;
   kiln_status_t st = gx_new_node(g, s.op, s.n_in, s.in, o.n_out, o.present, &id);
   if (st != KILN_OK) {
-    gx_free(&g->alloc, data);
+    if (!s.borrow) gx_free(&g->alloc, data);
     return st;
   }
   gx_node* n = &g->nodes[id];
@@ -901,7 +903,7 @@ kiln_status_t gx_add(kiln_graph_t* g, const gx_spec* spec, int* out_vids) {
   if (data) {
     n->data = data;
     n->data_bytes = s.data_bytes;
-    n->owns_data = 1;
+    n->owns_data = !s.borrow;
   }
   if (s.op == GX_OP_INPUT) {
     n->sub = g->n_inputs;

@@ -117,7 +117,7 @@ KT_TEST(corrupt_files_rejected) {
   /* a payload with a valid checksum but a broken node is still rejected: patch the first
    * node's op code and fix up the checksum */
   memcpy(copy, buf, n);
-  copy[32 + 12] = 77; /* node 0 op */
+  copy[KFT_HEADER_BYTES_V3 + 16] = 77; /* node 0 op (after the four counts) */
   kft_fix_checksum(copy, n);
   KT_FAILS(KILN_ERROR_DATA_LOSS, kiln_exec_load_buffer(copy, n, &bad));
   KT_CHECK(bad == NULL);
@@ -175,8 +175,8 @@ KT_TEST(fuzz_with_valid_checksum) {
     int nmut = 1 + t % 3;
     for (int m = 0; m < nmut; m++) {
       /* mostly the node table (the first ~700 bytes), sometimes anywhere */
-      size_t span = (t % 4) ? (n - 32 < 700 ? n - 32 : 700) : n - 32;
-      size_t pos = 32 + (size_t)((gt_rand() * 0.5 + 0.5) * (double)span) % span;
+      size_t span = (t % 4) ? (n - 64 < 700 ? n - 64 : 700) : n - 64;
+      size_t pos = 64 + (size_t)((gt_rand() * 0.5 + 0.5) * (double)span) % span;
       copy[pos] = (t % 5 == 0) ? (unsigned char)(gt_rand() * 256) : (unsigned char)(copy[pos] ^ (1u << (t % 8)));
     }
     kft_fix_checksum(copy, n);
@@ -216,7 +216,7 @@ KT_TEST(fuzz_with_valid_checksum) {
     }
   }
   KT_CHECK(rejected > 100);
-  KT_CHECK(loaded > 100); /* the repaired checksum is the loader's (format version 2) */
+  KT_CHECK(loaded > 100); /* the repaired checksum is the loader's (format version 3) */
   if (getenv("KILN_TEST_DUMP"))
     fprintf(stderr, "fuzz: %d loaded, %d rejected, %d other\n", loaded, rejected, other);
   free(copy);

@@ -310,6 +310,38 @@ KT_TEST(every_compile_flag_saves_and_loads) {
   kiln_graph_destroy(g);
 }
 
+static uint64_t rd_u64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int k = 7; k >= 0; k--) v = v << 8 | p[k];
+  return v;
+}
+static uint32_t rd_u32(const unsigned char* p) { return (uint32_t)rd_u64(p) & 0xffffffffu; }
+
+/* The same program as a version-1 or -2 file (constants inline, no signature): the layout
+ * older libraries wrote, which must keep loading. */
+static kb_t v3_to_v12(const unsigned char* f, uint32_t version, uint32_t flags) {
+  const unsigned char* m = f + rd_u64(f + 32);
+  const unsigned char* w = f + rd_u64(f + 48);
+  uint32_t n_nodes = rd_u32(m), n_outputs = rd_u32(m + 4), n_values = rd_u32(m + 8);
+  kb_t b = kb_begin(n_nodes, n_outputs, n_values);
+  const unsigned char* p = m + 16;
+  for (uint32_t i = 0; i < n_nodes; i++) {
+    int op = (int)rd_u32(p), n_in = (int)rd_u32(p + 16), n_i = (int)rd_u32(p + 20);
+    size_t len = 24 + 4 * (size_t)n_in + 8 * (size_t)n_i + 8 * GX_MAX_F;
+    kb_put(&b, p, len);
+    p += len;
+    if (op == GX_OP_CONST) {
+      uint64_t off = rd_u64(p), nb = rd_u64(p + 8);
+      kb_u64(&b, nb);
+      kb_put(&b, w + off, (size_t)nb);
+      p += 16;
+    }
+  }
+  kb_put(&b, p, 4 * (size_t)n_outputs + 32); /* outputs and the plan summary */
+  kb_header(b.p, b.n, version, flags);
+  return b;
+}
+
 KT_TEST(flags_are_under_the_checksum) {
   kiln_graph_t* g = small_graph();
   kiln_exec_t* e;
@@ -318,6 +350,7 @@ KT_TEST(flags_are_under_the_checksum) {
   size_t n;
   KT_OK(kiln_exec_save_buffer(e, &buf, &n));
   unsigned char* p = buf;
+  KT_CHECK(rd_u32(p + 8) == 3);
   kiln_exec_t* e2 = NULL;
   /* any flipped flag bit (a defined one or not) is a checksum mismatch */
   for (int bit = 0; bit < 32; bit++) {
@@ -327,18 +360,30 @@ KT_TEST(flags_are_under_the_checksum) {
     p[12 + bit / 8] ^= (unsigned char)(1u << (bit % 8));
   }
   /* an unknown flag with a matching checksum: a clear message */
-  kb_header(p, n, 2, (uint32_t)KILN_COMPILE_NO_CHAIN | (1u << 30));
+  uint32_t bad_flags = (uint32_t)KILN_COMPILE_NO_CHAIN | (1u << 30);
+  for (int k = 0; k < 4; k++) p[12 + k] = (unsigned char)(bad_flags >> (8 * k));
+  kft_fix_checksum(p, n);
   KT_FAILS(KILN_ERROR_DATA_LOSS, kiln_exec_load_buffer(buf, n, &e2));
   KT_CHECK(msg_has("unknown compile flags"));
-  /* a version-1 file (checksum of the payload only) with a flag above bit 8 still loads */
-  kb_header(p, n, 1, (uint32_t)KILN_COMPILE_NO_CHAIN);
+  for (int k = 0; k < 4; k++) p[12 + k] = (unsigned char)((uint32_t)KILN_COMPILE_NO_CHAIN >> (8 * k));
+  kft_fix_checksum(p, n);
   KT_OK(kiln_exec_load_buffer(buf, n, &e2));
   kiln_exec_destroy(e2);
   e2 = NULL;
-  /* versions other than 1 and 2 are refused by name */
-  kb_header(p, n, 3, 0);
+  /* the same program as version 2 and version 1 files still loads (v1 with a flag above bit
+   * 8, which its checksum did not cover) */
+  for (uint32_t v = 1; v <= 2; v++) {
+    kb_t old = v3_to_v12(p, v, (uint32_t)KILN_COMPILE_NO_CHAIN);
+    KT_OK(kiln_exec_load_buffer(old.p, old.n, &e2));
+    kiln_exec_destroy(e2);
+    e2 = NULL;
+    free(old.p);
+  }
+  /* versions other than 1 to 3 are refused by name */
+  p[8] = 4;
+  kft_fix_checksum(p, n);
   KT_FAILS(KILN_ERROR_DATA_LOSS, kiln_exec_load_buffer(buf, n, &e2));
-  KT_CHECK(msg_has("unsupported version 3"));
+  KT_CHECK(msg_has("unsupported version 4"));
   kiln_exec_free_buffer(buf);
   kiln_exec_destroy(e);
   kiln_graph_destroy(g);

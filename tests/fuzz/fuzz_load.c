@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_load.c - libFuzzer harness for the .kiln loader (kiln_exec_load_buffer).
  *
- * The input is loaded as it is, and again with the header's payload length and checksum
- * recomputed as serialize.c defines them (version 1 and later): a mutated payload would
+ * The input is loaded as it is, and again with the header's size field and checksum
+ * recomputed as serialize.c defines them (versions 1 to 3): a mutated payload would
  * otherwise almost always stop at the checksum and never reach the node validation, the compiler
  * or the plan check. A program that loads is then dumped, run on bounded inputs and
  * round-tripped through save/load (fuzz_common.c).
@@ -46,9 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   unsigned char* fixed = malloc(size);
   if (!fixed) return 0;
   memcpy(fixed, data, size);
-  kft_put_u64(fixed + 16, (uint64_t)(size - HEADER_BYTES));
-  kft_fix_checksum(fixed, size);
-  if (memcmp(fixed, data, HEADER_BYTES) != 0) load_and_exercise(fixed, size);
+  if (kft_repair(fixed, size) && memcmp(fixed, data, HEADER_BYTES) != 0) load_and_exercise(fixed, size);
   free(fixed);
   return 0;
 }
