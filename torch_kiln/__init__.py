@@ -69,4 +69,16 @@ def fallback_reset():
     _torch.ops.kiln.fallback_reset()
 
 
-__all__ = ["fallback_report", "fallback_reset", "__version__"]
+def export(model, example_args, path, **kwargs):
+    """Exports a model to a .kiln file that runs without Python (torch_kiln/deploy.py)."""
+    from torch_kiln.deploy import export as _export
+    return _export(model, example_args, path, **kwargs)
+
+
+def load(path, device="kiln"):
+    """Loads a .kiln model file as a callable on a kiln device (torch_kiln/deploy.py)."""
+    from torch_kiln.deploy import load as _load
+    return _load(path, device)
+
+
+__all__ = ["fallback_report", "fallback_reset", "export", "load", "__version__"]

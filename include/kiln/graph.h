@@ -290,6 +290,13 @@ kiln_status_t kiln_graph_adaptive_avg_pool2d_backward(kiln_graph_t* g, int grad_
                                                       int64_t in_h, int64_t in_w, int* out_vid);
 
 /* ==== indexing (kiln/kernels/index.h semantics) ============================================ */
+/* torch.arange as a length-n 1-d value: start + i * step (integer dtypes: start and step must
+ * be integers, computed exactly in int64; floating dtypes: computed as kiln_kernel_arange does).
+ * Errors: INVALID_ARGUMENT (n < 0, bool or bad dtype, non-integer start/step for an integer
+ * dtype, a last value beyond int64, non-finite start/step). */
+kiln_status_t kiln_graph_arange(kiln_graph_t* g, int dtype, int64_t n, double start, double step,
+                                int* out_vid);
+
 /* Indices outside their dim are OUT_OF_RANGE errors at run time (kiln_exec_run). */
 
 /* torch.gather(x, dim, index): index i64 of x's rank, index.shape[d] <= x.shape[d] for d != dim;

@@ -647,6 +647,25 @@ kiln_status_t kiln_graph_sdpa_backward(kiln_graph_t* g, int grad_out, int q, int
 
 /* ---- indexing ------------------------------------------------------------------------------ */
 
+kiln_status_t kiln_graph_arange(kiln_graph_t* g, int dtype, int64_t n, double start, double step,
+                                int* out_vid) {
+  gx_spec s = spec(GX_OP_ARANGE, 0, NULL);
+  s.dtype = dtype;
+  s.n_i = 3;
+  s.i[0] = n;
+  if (gx_valid_dtype(dtype) && !kiln_dtype_is_float((kiln_dtype_t)dtype)) {
+    s.sub = 1;
+    if (!kiln_f64_to_i64(start, &s.i[1]) || !kiln_f64_to_i64(step, &s.i[2]) ||
+        (double)s.i[1] != start || (double)s.i[2] != step)
+      return BADARG("kiln_graph_arange: start %g and step %g must be integers for %s", start, step,
+                    kiln_dtype_name((kiln_dtype_t)dtype));
+  } else {
+    s.f[0] = start;
+    s.f[1] = step;
+  }
+  return add1(g, &s, out_vid, "kiln_graph_arange");
+}
+
 kiln_status_t kiln_graph_gather(kiln_graph_t* g, int x, int dim, int index, int* out_vid) {
   int in[2] = {x, index};
   gx_spec s = spec(GX_OP_GATHER, 2, in);

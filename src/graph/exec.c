@@ -215,6 +215,9 @@ kiln_status_t gx_run_node(const kiln_graph_t* g, const gx_node* n, kiln_tensor_t
       KILN_RETURN_IF_ERROR(kiln_kernel_copy(in[0], out[0]));
       return kiln_kernel_index_put(out[0], (const kiln_tensor_t* const*)(in + 2), n->n_in - 2,
                                    in[1], (int)n->i[0]);
+    case GX_OP_ARANGE:
+      return n->sub ? kiln_kernel_arange_i64(out[0], n->i[1], n->i[2])
+                    : kiln_kernel_arange(out[0], n->f[0], n->f[1]);
     case GX_OP_GEMM: return run_gemm(n, in, out[0]);
     default:
       return kiln_error(KILN_ERROR_INTERNAL, "kiln graph: cannot run op %s", gx_op_name(n->op));

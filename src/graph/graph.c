@@ -299,7 +299,7 @@ const char* gx_op_name(int op) {
       "layer_norm_bw", "rms_norm",    "rms_norm_bw",   "embedding",    "embedding_bw",
       "nll_loss",    "nll_loss_bw",   "sdpa",          "sdpa_bw",      "conv",
       "conv_bw",     "max_pool",      "max_pool_bw",   "avg_pool",     "avg_pool_bw",
-      "adaptive_avg_pool", "adaptive_avg_pool_bw", "gather", "index_select", "scatter", "index", "index_put"};
+      "adaptive_avg_pool", "adaptive_avg_pool_bw", "gather", "index_select", "scatter", "index", "index_put", "arange"};
   if (op >= 0 && op < GX_OP_BUILD_COUNT) return names[op];
   if (op == GX_OP_FUSED) return "fused";
   if (op == GX_OP_GEMM) return "gemm_epilogue";

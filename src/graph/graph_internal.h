@@ -65,6 +65,7 @@ enum {
   GX_OP_SCATTER,
   GX_OP_INDEX,
   GX_OP_INDEX_PUT,
+  GX_OP_ARANGE, /* i[0] length; integer dtypes: sub 1, i[1] start, i[2] step; else f[0], f[1] */
   GX_OP_BUILD_COUNT, /* ops below are made by the compiler only, never serialized */
   GX_OP_FUSED = 100, /* a fused pointwise group; aux = group index */
   GX_OP_GEMM,        /* f32 GEMM with epilogue: in a, b, bias, residual[, stacked weights W_i

@@ -38,6 +38,7 @@
  *   SCATTER      sub reduce, i[0] dim, i[1] include_self, f[0] value; in self index src(-1)
  *   INDEX        in self idx...(-1 = full slice)
  *   INDEX_PUT    i[0] accumulate; in self values idx...(-1 = full slice)
+ *   ARANGE       i[0] length; sub 1 (integer dtypes): i[1] start, i[2] step; sub 0: f[0], f[1]
  */
 #include <math.h>
 #include <stdio.h>
@@ -753,6 +754,23 @@ static kiln_status_t infer(kiln_graph_t* g, gx_spec* s, outs_t* o) {
                         gx_fmt_shape(b2, os, gr->ndim), gx_fmt_shape(b3, shp, gr->ndim));
       }
       set_out(o, 0, gr->dtype, gr->ndim, shp);
+      return KILN_OK;
+    }
+    case GX_OP_ARANGE: {
+      if (!gx_valid_dtype(s->dtype) || s->dtype == KILN_DTYPE_BOOL)
+        return BADARG("%s: bad dtype %d", what, s->dtype);
+      if (s->n_i != 3 || s->i[0] < 0 || s->sub < 0 || s->sub > 1)
+        return BADARG("%s: bad length or mode", what);
+      if (s->sub != !kiln_dtype_is_float((kiln_dtype_t)s->dtype))
+        return BADARG("%s: integer mode for a %s result", what, kiln_dtype_name((kiln_dtype_t)s->dtype));
+      if (!s->sub && (!isfinite(s->f[0]) || !isfinite(s->f[1])))
+        return BADARG("%s: start and step must be finite", what);
+      int64_t last;
+      if (s->sub && s->i[0] > 0 &&
+          !kiln_muladd_i64(s->i[0] - 1, s->i[2], s->i[1], &last))
+        return BADARG("%s: start + (n - 1) * step overflows int64", what);
+      shp[0] = s->i[0];
+      set_out(o, 0, s->dtype, 1, shp);
       return KILN_OK;
     }
     case GX_OP_GATHER:

@@ -63,8 +63,9 @@ static const gx_arity_t arity[GX_OP_BUILD_COUNT] = {
     [GX_OP_SCATTER] = {3, 3, 1u << 2},
     [GX_OP_INDEX] = {1, 1 + KILN_MAX_DIMS, ANY_FROM(1)},         /* self, idx... */
     [GX_OP_INDEX_PUT] = {2, 2 + KILN_MAX_DIMS, ANY_FROM(2)},     /* self, values, idx... */
+    [GX_OP_ARANGE] = {0, 0, 0},
 };
-_Static_assert(GX_OP_BUILD_COUNT == 42, "a new op needs its arity in validate.c");
+_Static_assert(GX_OP_BUILD_COUNT == 43, "a new op needs its arity in validate.c");
 
 static int optional_input(const gx_arity_t* a, int k) {
   return (a->optional >> (k < 31 ? k : 31)) & 1u;

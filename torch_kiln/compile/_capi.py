@@ -108,6 +108,7 @@ _SIGS = {
     "kiln_graph_scatter": [c_void_p, c_int, c_int, c_int, c_int, c_double, c_int, c_int, IP],
     "kiln_graph_index": [c_void_p, c_int, c_int, IP, IP],
     "kiln_graph_index_put": [c_void_p, c_int, c_int, IP, c_int, c_int, IP],
+    "kiln_graph_arange": [c_void_p, c_int, c_int64, c_double, c_double, IP],
     "kiln_graph_output": [c_void_p, c_int],
     "kiln_graph_value_info": [c_void_p, c_int, IP, IP, I64P],
     "kiln_graph_compile": [c_void_p, P(c_void_p)],
@@ -122,6 +123,17 @@ _SIGS = {
     "kiln_exec_set_profiling": [c_void_p, c_int],
     "kiln_exec_save": [c_void_p, ctypes.c_char_p],
     "kiln_exec_load": [ctypes.c_char_p, P(c_void_p)],
+    "kiln_model_save": [c_void_p, ctypes.c_char_p],
+    "kiln_model_load": [ctypes.c_char_p, c_int, P(c_void_p)],
+    "kiln_model_destroy": [c_void_p],
+    "kiln_model_num_inputs": [c_void_p],
+    "kiln_model_num_outputs": [c_void_p],
+    "kiln_model_input_info": [c_void_p, c_int, c_void_p],
+    "kiln_model_output_info": [c_void_p, c_int, c_void_p],
+    "kiln_model_symbol": [c_void_p, c_int, P(ctypes.c_char_p), I64P, I64P],
+    "kiln_model_get_info": [c_void_p, c_void_p],
+    "kiln_model_output_shapes": [c_void_p, c_int, c_void_p, c_int, c_void_p],
+    "kiln_model_run": [c_void_p, c_int, c_void_p, c_int, c_void_p],
 }
 missing = []  # API functions this libkiln build does not export (reported when used)
 for _name, _args in _SIGS.items():
@@ -132,6 +144,38 @@ for _name, _args in _SIGS.items():
         continue
     _f.argtypes = _args
     _f.restype = None if _name.endswith("_destroy") else c_int64 if _name.endswith("_size") else c_int
+# KILN_MAX_DIMS (kiln/tensor.h)
+MAX_DIMS = 8
+
+
+class Tensor(ctypes.Structure):  # kiln_tensor_t
+    _fields_ = [("data", c_void_p), ("dtype", c_int), ("ndim", ctypes.c_int32),
+                ("shape", c_int64 * MAX_DIMS), ("strides", c_int64 * MAX_DIMS)]
+
+
+class ModelIO(ctypes.Structure):  # kiln_model_io_t
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", c_int), ("ndim", c_int), ("shape", c_int64 * MAX_DIMS),
+                ("min", c_int64 * MAX_DIMS), ("dynamic_mask", ctypes.c_uint32),
+                ("dim_names", ctypes.c_char_p * MAX_DIMS)]
+
+
+class ModelInfo(ctypes.Structure):  # kiln_model_info_t
+    _fields_ = [("format_version", ctypes.c_uint32), ("n_inputs", c_int), ("n_outputs", c_int),
+                ("n_symbols", c_int), ("file_bytes", ctypes.c_uint64), ("weight_bytes", ctypes.c_uint64),
+                ("weights_in_place", c_int), ("workspace_bytes", c_int64), ("n_specializations", c_int),
+                ("device", c_int)]
+
+
+class ModelSymbol(ctypes.Structure):  # kiln_model_symbol_t
+    _fields_ = [("name", ctypes.c_char_p), ("min", c_int64), ("max", c_int64)]
+
+
+class ModelDesc(ctypes.Structure):  # kiln_model_desc_t
+    _fields_ = [("struct_size", c_size_t), ("n_graphs", c_int), ("graphs", P(c_void_p)),
+                ("n_symbols", c_int), ("symbols", P(ModelSymbol)), ("samples", I64P),
+                ("n_exprs", c_int), ("expr_code", I64P), ("expr_len", IP),
+                ("input_names", P(ctypes.c_char_p)), ("output_names", P(ctypes.c_char_p)),
+                ("compile_flags", c_int)]
 
 lib.kiln_status_message.restype = ctypes.c_char_p
 lib.kiln_status_message.argtypes = []

@@ -342,6 +342,26 @@ def _identity(b, node, args, kwargs):
 
 # ---- factories ---------------------------------------------------------------------------
 
+@lowers(aten.arange.default, aten.arange.start, aten.arange.start_step)
+def _arange(b, node, args, kwargs):
+    """A graph op (not a folded constant), so an exported program's positions follow its
+    dynamic sizes; the compiler still folds it when the program is compiled."""
+    m = _meta(node)
+    a = list(args) + [None] * 3
+    if node.target is aten.arange.default:
+        start, step = 0, 1
+    elif node.target is aten.arange.start:
+        start, step = a[0], 1
+    else:
+        start, step = a[0], a[2] if a[2] is not None else kwargs.get("step", 1)
+    integral = not m.dtype.is_floating_point
+    if integral and (float(start) != int(start) or float(step) != int(step)):
+        kw = dict(kwargs)
+        kw["device"] = "cpu"
+        return _VID(b.constant(node.target(*args, **kw)))
+    return _VID(b._vid(lib.kiln_graph_arange, DTYPES[m.dtype], int(m.shape[0]), float(start), float(step)))
+
+
 @lowers(aten.full.default, aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
         aten.zeros.default, aten.ones.default, aten.empty_like.default, aten.empty.memory_format,
         aten.scalar_tensor.default, aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
@@ -980,26 +1000,31 @@ def _is_unused_rng_state(o):
             isinstance(_meta(o), torch.Tensor))
 
 
-def lower_graph(gm):
+def lower_graph(gm, constants=None, export=False):
     """Lowers gm outside any fake-tensor mode (constants are built for real); see _lower_graph."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     with unset_fake_temporarily():
-        return _lower_graph(gm)
+        return _lower_graph(gm, constants or {}, export)
 
 
-def _lower_graph(gm):
+def _lower_graph(gm, constants, export):
     """Lowers every node of `gm` (all supported) into a new kiln graph.
 
     Returns (builder, input_meta, output_meta, single) where output_meta lists, per FX output,
     ('value', vid, meta), ('alias', input index, view chain), ('zeros', meta) for an
     rng-state placeholder or ('const', python value); single is True when the graph returns one
-    value rather than a tuple."""
+    value rather than a tuple. `constants` maps placeholder names to tensors that become
+    constants of the program (torch.export's lifted parameters and buffers). With export=True
+    every output is a program value (inputs and views of them are copied; other outputs are an
+    Unsupported error), as a deployed program has no Python to assemble results."""
     b = GraphBuilder()
     env = {}
     inputs = []
     try:
         for node in gm.graph.nodes:
-            if node.op == "placeholder":
+            if node.op == "placeholder" and node.name in constants:
+                env[node] = _VID(b.constant(constants[node.name]))
+            elif node.op == "placeholder":
                 v = _meta(node)
                 if isinstance(v, torch.Tensor):
                     env[node] = _VID(b.input(v.dtype, v.shape))
@@ -1031,7 +1056,9 @@ def _lower_graph(gm):
                 placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
                 for o in ([res] if single else res):
                     val = env[o] if isinstance(o, torch.fx.Node) else o
-                    chain = _input_view_chain(o)
+                    chain = None if export else _input_view_chain(o)
+                    if export and not isinstance(val, _VID):
+                        raise Unsupported(f"output {o!r} is not a tensor the program computes")
                     if chain is not None:
                         # an input (or a view of one): returned as a view of the caller's tensor,
                         # never copied, as eager autograd would save it
