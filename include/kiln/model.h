@@ -50,7 +50,8 @@ typedef struct kiln_model kiln_model_t;
 
 /* Maps the file at `path` (weights are used in place, not copied), checks its header and
  * checksum, rebuilds the program and compiles it at the bound of every dynamic dim, on device
- * `device` of the default registry (0 = the CPU device, 1 = the reference device). Also reads
+ * `device` of the default registry (kiln_registry_default: KILN_DEVICES lists its drivers,
+ * "cpu" alone by default, so 0 is the CPU device). Also reads
  * files written by kiln_exec_save (format versions 1-3; their inputs are named input0, ...).
  * The caller owns *out (kiln_model_destroy). Errors: NOT_FOUND (cannot open, or no such
  * device), DATA_LOSS (not a .kiln file, bad version or checksum, truncated or inconsistent
