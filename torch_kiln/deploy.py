@@ -287,8 +287,9 @@ def export(model, example_args, path, *, device="kiln", dynamic_shapes=None, exa
         r = ep.range_constraints.get(s)
         lo, hi = (r.lower, r.upper) if r is not None else (0, None)
         try:
-            lo, hi = int(lo), int(hi)
-        except (TypeError, ValueError, OverflowError):
+            lo = int(lo)
+            hi = int(hi) if hi is not None and bool(getattr(hi, "is_finite", True)) else None
+        except (TypeError, ValueError, OverflowError, AttributeError):  # sympy's int_oo
             hi = None
         if hi is None or hi > (1 << 40):
             raise ExportError(f"kiln export: dynamic dim {s} has no upper bound; declare one "

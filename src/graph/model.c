@@ -62,9 +62,12 @@ void kiln_model_destroy(kiln_model_t* m) {
 /* Builds and compiles the program at symbol values syms (borrowing the weights). */
 static kiln_status_t specialize(const kiln_model_t* m, const int64_t* syms, int from_file,
                                 kiln_exec_t** out) {
+  /* version 3 keeps every constant 64-byte aligned in its weights section: borrowed in place.
+   * Older files hold constants inline at any offset: copied (aligned) per specialization. */
+  const int borrow = m->f->version >= 3;
   kiln_graph_t* g;
-  KILN_RETURN_IF_ERROR(gx_file_instantiate(m->f, syms, 1, from_file, &g));
-  kiln_status_t st = gx_compile(g, m->f->flags, 1, out);
+  KILN_RETURN_IF_ERROR(gx_file_instantiate(m->f, syms, borrow, from_file, &g));
+  kiln_status_t st = gx_compile(g, m->f->flags, borrow, out);
   kiln_graph_destroy(g);
   if (st != KILN_OK && st != KILN_ERROR_OUT_OF_MEMORY) {
     char msg[400];
@@ -117,7 +120,7 @@ static kiln_status_t build_signature(kiln_model_t* m) {
   if (f->n_symbols) {
     /* output dims that differ at the lower bounds vary */
     kiln_graph_t* g = NULL;
-    if (gx_file_instantiate(f, mins, 1, 0, &g) == KILN_OK) {
+    if (gx_file_instantiate(f, mins, f->version >= 3, 0, &g) == KILN_OK) {
       for (int k = 0; k < f->n_outputs; k++) {
         const gx_value* v = &g->values[g->outputs[k]];
         kiln_model_io_t* io = &m->outs[k];
