@@ -96,3 +96,30 @@ def test_pkg_config_compiles_and_links_the_example(prefix, tmp_path):
          "-o", exe])
     out = run([exe], env=dict(os.environ, LD_LIBRARY_PATH=str(prefix / "lib"), KILN_DEVICES="cpu"))
     assert out.stdout.strip().endswith("ok"), out.stdout
+
+
+def test_embed_example_runs_an_exported_model(prefix, tmp_path):
+    """examples/embed_c (kiln/model.h from plain C) against the installed package, on a model
+    torch_kiln.export wrote; its printed outputs are PyTorch's on the same inputs."""
+    import torch
+    from torch.export import Dim
+
+    import torch_kiln
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).eval()
+    path = torch_kiln.export(m, (torch.randn(2, 8),), tmp_path / "mlp.kiln",
+                             dynamic_shapes=({0: Dim("batch", min=1, max=16)},))
+    gen = ["-G", "Ninja"] if tool("ninja") else []
+    src = os.path.join(ROOT, "examples", "embed_c")
+    run([tool("cmake"), "-S", src, "-B", str(tmp_path / "b"), *gen, f"-DCMAKE_PREFIX_PATH={prefix}"],
+        env=dict(os.environ, PATH=os.path.dirname(tool("cmake")) + os.pathsep + os.environ["PATH"]))
+    run([tool("cmake"), "--build", str(tmp_path / "b")])
+    out = run([str(tmp_path / "b" / "embed_c"), str(path)], env={}).stdout
+    assert "input 0 input: f32 [batch 1..16, 8]" in out, out
+    x = 0.5 * torch.sin(torch.arange(4 * 8, dtype=torch.float32)).reshape(4, 8)  # the example's inputs
+    line = next(ln for ln in out.splitlines() if ln.startswith("output 0"))
+    assert "[4, 3]" in line, line
+    got = [float(v) for v in line.split("]")[1].split()]
+    with torch.no_grad():
+        ref = m(x).flatten()[:4].tolist()
+    assert len(got) == 4 and all(abs(a - b) < 1e-4 for a, b in zip(got, ref)), (got, ref)

@@ -261,7 +261,7 @@ def test_kiln_run_lm_empty_environment(tmp_path):
         assert_close(logits, lm(x), atol=1e-4, rtol=0)
     info = subprocess.run([exe, str(path), "--info"], env={}, capture_output=True, text=True, timeout=60)
     assert info.returncode == 0, info.stderr
-    assert "idx" in info.stdout and "seq" in info.stdout and "int64" in info.stdout.lower()
+    assert "idx" in info.stdout and "i64[2, seq[2..32]]" in info.stdout
     bench = subprocess.run([exe, str(path), "--input", str(tmp_path / "tokens.npy"), "--bench", "5"], env={},
                            capture_output=True, text=True, timeout=120)
     assert bench.returncode == 0, bench.stderr
@@ -275,11 +275,11 @@ def test_kiln_run_errors(tmp_path):
     np.save(tmp_path / "wrong.npy", np.zeros((4, 8), dtype=np.float32))
     r = subprocess.run([exe, str(path), "--input", str(tmp_path / "wrong.npy")], env={}, capture_output=True,
                        text=True, timeout=60)
-    assert r.returncode == 1 and "dim 0" in r.stderr
+    assert r.returncode == 2 and "[4, 8]" in r.stderr and "[3, 8]" in r.stderr  # does not fit the signature
     np.save(tmp_path / "ints.npy", np.zeros((3, 8), dtype=np.int64))
     r = subprocess.run([exe, str(path), "--input", str(tmp_path / "ints.npy")], env={}, capture_output=True,
                        text=True, timeout=60)
-    assert r.returncode == 1
+    assert r.returncode == 2 and "i64" in r.stderr
     (tmp_path / "junk.kiln").write_bytes(b"KILNGRF\0" + os.urandom(200))
     r = subprocess.run([exe, str(tmp_path / "junk.kiln"), "--info"], env={}, capture_output=True, text=True,
                        timeout=60)
