@@ -140,6 +140,7 @@ def main():
         json.dump({"threads": THREADS, "torch": torch.__version__, "peak_gflops": peak_gflops(), "rows": rows}, f, indent=1)
     print(f"wrote {out}")
     sys.path.insert(0, HERE); import compile_bench; compile_bench.main()  # noqa: E702,E401 compiled-mode rows
+    import export_bench; export_bench.main([])  # noqa: E702,E401 deployment: kiln-run vs Python, load time
 
 
 if __name__ == "__main__":

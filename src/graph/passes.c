@@ -176,9 +176,32 @@ static uint64_t node_hash(const kiln_graph_t* g, const gx_node* n) {
   }
   for (int k = 0; k < GX_MAX_OUT; k++) h = mix(h, n->out[k] >= 0);
   if (n->op == GX_OP_CONST) {
+    /* Word-wise over small constants; a large one (weights) by 64 samples of 64 bytes spread
+     * over it and its last 64 bytes: equal hashes are confirmed by memcmp (node_equal), so the
+     * sampling costs only collisions, and hashing 80 MB of weights byte by byte took most of a
+     * model's load time. */
     const unsigned char* p = n->data;
-    h = mix(h, n->data_bytes);
-    for (size_t i = 0; i < n->data_bytes; i++) h = mix(h, p[i]);
+    const size_t nb = n->data_bytes;
+    h = mix(h, nb);
+    if (nb <= 4096) {
+      size_t i = 0;
+      for (; i + 8 <= nb; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = mix(h, w);
+      }
+      for (; i < nb; i++) h = mix(h, p[i]);
+    } else {
+      const size_t step = (nb - 64) / 64;
+      for (int s = 0; s <= 64; s++) {
+        const unsigned char* q = s < 64 ? p + (size_t)s * step : p + nb - 64;
+        for (int k = 0; k < 64; k += 8) {
+          uint64_t w;
+          memcpy(&w, q + k, 8);
+          h = mix(h, w);
+        }
+      }
+    }
   }
   (void)g;
   return h;
