@@ -396,10 +396,13 @@ kiln_status_t kiln_model_run(kiln_model_t* m, int n_in, const kiln_tensor_t* inp
   kiln_status_t st = check_spec(m, e, inputs);
   void* in_ptrs[64];
   void* out_ptrs[64];
+  unsigned char alloc_flags[64] = {0};
   void** ip = n_in <= 64 ? in_ptrs : kiln_allocator_alloc(NULL, sizeof(void*) * (size_t)n_in, 64);
   void** op = n_out <= 64 ? out_ptrs : kiln_allocator_alloc(NULL, sizeof(void*) * (size_t)n_out, 64);
-  unsigned char allocated[256] = {0};
-  if (st == KILN_OK && (!ip || !op)) st = kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_model_run: out of memory");
+  unsigned char* allocated = n_out <= 64 ? alloc_flags : kiln_allocator_alloc(NULL, (size_t)n_out, 64);
+  if (allocated && allocated != alloc_flags) memset(allocated, 0, (size_t)n_out);
+  if (st == KILN_OK && (!ip || !op || !allocated))
+    st = kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_model_run: out of memory");
   for (int i = 0; i < n_in && st == KILN_OK; i++) ip[i] = inputs[i].data;
   for (int k = 0; k < n_out && st == KILN_OK; k++) {
     int dt, nd;
@@ -427,7 +430,7 @@ kiln_status_t kiln_model_run(kiln_model_t* m, int n_in, const kiln_tensor_t* inp
         break;
       }
       kiln_tensor_init_contiguous(o, p, (kiln_dtype_t)dt, nd, shape);
-      if (k < 256) allocated[k] = 1;
+      allocated[k] = 1;
     }
     op[k] = o->data;
   }
@@ -436,12 +439,13 @@ kiln_status_t kiln_model_run(kiln_model_t* m, int n_in, const kiln_tensor_t* inp
   if (st == KILN_OK && ws_bytes > 0) st = kiln_device_alloc(m->dev, (size_t)ws_bytes, &ws);
   if (st == KILN_OK) st = kiln_exec_run_workspace(e, n_in, ip, n_out, op, ws, ws_bytes);
   if (ws) kiln_device_free(m->dev, ws);
-  if (st != KILN_OK)
-    for (int k = 0; k < n_out && k < 256; k++)
+  if (st != KILN_OK && allocated)
+    for (int k = 0; k < n_out; k++)
       if (allocated[k]) {
         kiln_allocator_free(NULL, outputs[k].data);
         outputs[k].data = NULL;
       }
+  if (allocated && allocated != alloc_flags) kiln_allocator_free(NULL, allocated);
   if (ip && ip != in_ptrs) kiln_allocator_free(NULL, ip);
   if (op && op != out_ptrs) kiln_allocator_free(NULL, op);
   if (temp) kiln_exec_destroy(e);

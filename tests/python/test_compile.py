@@ -711,3 +711,31 @@ def test_indexing_forward_backward_compiled_no_splits():
     assert graph_splits[n_split:] == []
     torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
     torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)
+
+
+def test_split_and_arange_compiled_no_splits():
+    """torch.split / split_with_sizes (GPT-2's fused qkv; HF decoders) lower as views, and arange
+    is a graph op: forward and backward match eager kiln without graph splits."""
+    g = torch.Generator().manual_seed(7)
+    x0 = torch.randn(4, 10, generator=g)
+
+    def fn(x):
+        a, b, c = x.split([3, 3, 4], dim=1)
+        p, q = x.split(6, dim=-1)  # uneven: 6 + 4
+        pos = torch.arange(x.shape[0], device=x.device, dtype=x.dtype)[:, None]
+        ipos = torch.arange(2, 12, 3, device=x.device)  # int64, start and step
+        return ((a * b).sum() + (c.exp() * pos).sum() + (p.sum(1) - q.sum(1)).pow(2).sum()
+                + ipos.sum().to(x.dtype))
+
+    def run(f):
+        x = x0.to(KILN).requires_grad_()
+        y = f(x)
+        y.backward()
+        return y.detach().cpu(), x.grad.cpu()
+
+    want = run(fn)
+    n_split = len(graph_splits)
+    got = run(torch.compile(fn, backend="kiln", dynamic=False))
+    assert graph_splits[n_split:] == []
+    torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)

@@ -55,6 +55,41 @@ class MiniLM(nn.Module):
         return (x * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
+class GPTBlock(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.h, -1).transpose(1, 2) for z in self.attn(self.ln1(x)).split(d, dim=2))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.h) + mask
+        y = att.softmax(-1) @ v
+        x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    """GPT-2 style: learned positions, a fused qkv split, an explicit triu(-inf) causal mask."""
+
+    def __init__(self, vocab=300, d=48, h=4, layers=2, max_pos=64):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(max_pos, d)
+        self.blocks = nn.ModuleList(GPTBlock(d, h) for _ in range(layers))
+        self.lnf, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.wte(ids) + self.wpe(torch.arange(t, device=ids.device).unsqueeze(0).expand(b, t))
+        mask = torch.full((t, t), float("-inf"), device=ids.device).triu(1)
+        for blk in self.blocks:
+            x = blk(x, mask)
+        return self.head(self.lnf(x))
+
+
 def mlp():
     return nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4)).eval()
 
@@ -143,6 +178,18 @@ def test_llama_dynamic_seq_every_size(tmp_path):
     # the plan is sized at the bound: the workspace is the seq=32 program's
     static = torch_kiln.load(torch_kiln.export(lm, (torch.randint(0, cfg.vocab, (1, 32)),), tmp_path / "s.kiln"))
     assert info["workspace_bytes"] == static.info["workspace_bytes"]
+
+
+def test_gpt_decoder_dynamic_batch_and_seq(tmp_path):
+    gpt = GPT().eval()
+    ids = torch.randint(0, 300, (2, 10))
+    path = torch_kiln.export(gpt, (ids,), tmp_path / "gpt.kiln",
+                             dynamic_shapes=({0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=64)},))
+    km = torch_kiln.load(path)
+    for b, t in [(1, 2), (2, 10), (3, 17), (4, 64)]:
+        x = torch.randint(0, 300, (b, t))
+        with torch.no_grad():
+            assert_close(km(x), gpt(x), atol=1e-4, rtol=1e-4)
 
 
 def test_exported_program_input(tmp_path):

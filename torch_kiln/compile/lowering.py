@@ -540,6 +540,27 @@ def _slice(b, node, args, kwargs):
     return _VID(b._vid(lib.kiln_graph_slice, V(args[0]), int(dim), int(start), int(min(end, 2 ** 62)), int(step)))
 
 
+@lowers(aten.split_with_sizes.default, aten.split.Tensor)
+def _split(b, node, args, kwargs):
+    """Consecutive slices (views) along dim: the pieces of torch.split / split_with_sizes."""
+    shape = _meta(node.args[0]).shape
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", 0)
+    d = wrap_dims([dim], len(shape))[0]
+    n = int(shape[d])
+    if node.target is aten.split.Tensor:
+        size = int(args[1])
+        sizes = [min(size, n - s) for s in range(0, n, size)] if size > 0 else [n]
+    else:
+        sizes = [int(s) for s in args[1]]
+    if sum(sizes) != n:
+        raise Unsupported(f"{node.target}: sizes {sizes} do not add up to {n}")
+    outs, start = [], 0
+    for s in sizes:
+        outs.append(_VID(b._vid(lib.kiln_graph_slice, V(args[0]), d, start, start + s, 1)))
+        start += s
+    return tuple(outs)
+
+
 @lowers(aten.slice_scatter.default)
 def _slice_scatter(b, node, args, kwargs):
     """input with input[dim][start:end:step] = src, as views + cat (step 1) or a one-hot where."""
@@ -912,7 +933,7 @@ _MULTI_OUTPUT_OPS = {aten.native_layer_norm.default, aten.native_layer_norm_back
                      aten._scaled_dot_product_fused_attention_overrideable.default,
                      aten._scaled_dot_product_fused_attention_overrideable_backward.default,
                      aten.convolution_backward.default, aten.max_pool2d_with_indices.default,
-                     aten.var_mean.correction}
+                     aten.var_mean.correction, aten.split_with_sizes.default, aten.split.Tensor}
 
 
 def unsupported_reason(node):
