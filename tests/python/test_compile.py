@@ -739,3 +739,30 @@ def test_split_and_arange_compiled_no_splits():
     assert graph_splits[n_split:] == []
     torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
     torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (1, 2, 0, 1), (-1, 1), (0, 0, -1, 2), (2, -3, 1, 1)])
+def test_constant_pad_and_cat_of_empty_compiled_no_splits(pad):
+    """F.pad (constant_pad_nd: positive pads as full blocks, negative as slices) and torch.cat
+    onto a 1-d empty tensor (skipped, torch's legacy rule): forward and backward match eager."""
+    g = torch.Generator().manual_seed(11)
+    x0 = torch.randn(3, 5, generator=g)
+    empty = torch.empty(0).to(KILN)
+
+    def fn(x):
+        p = F.pad(x, pad, value=0.25)
+        c = torch.cat([empty, x * 2, empty], dim=0)
+        return (p * p).sum() + p.mean() + c.sum()
+
+    def run(f):
+        x = x0.to(KILN).requires_grad_()
+        y = f(x)
+        y.backward()
+        return y.detach().cpu(), x.grad.cpu()
+
+    want = run(fn)
+    n_split = len(graph_splits)
+    got = run(torch.compile(fn, backend="kiln", dynamic=False))
+    assert graph_splits[n_split:] == []
+    torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)

@@ -609,9 +609,52 @@ def _select(b, node, args, kwargs):
 
 @lowers(aten.cat.default)
 def _cat(b, node, args, kwargs):
-    ids = [V(x) for x in args[0]]
+    # torch.cat skips 1-d empty inputs whatever the other inputs' rank (the legacy rule HF
+    # decoders rely on when they cat onto an empty cache)
+    keep = [x for x in args[0] if not (b.info(V(x))[1] == [0])]
     dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    m = _meta(node)
+    if not keep or m.numel() == 0 and len(keep) < len(args[0]):
+        arr, n = _i64s(m.shape)
+        return _VID(b._vid(lib.kiln_graph_full, DTYPES[m.dtype], n, arr, 0.0))
+    ids = [V(x) for x in keep]
+    if len(ids) == 1 and len(keep) < len(args[0]):
+        return _VID(b._vid(lib.kiln_graph_contiguous, ids[0]))
     return _VID(b._vid(lib.kiln_graph_cat, len(ids), (ctypes.c_int * len(ids))(*ids), int(dim)))
+
+
+@lowers(aten.constant_pad_nd.default)
+def _constant_pad(b, node, args, kwargs):
+    """F.pad(mode="constant"): per padded dim, slices for negative pads and full(value) blocks
+    concatenated for positive ones (the pad list runs from the last dim backwards)."""
+    x = V(args[0])
+    pad = list(args[1])
+    value = float(args[2]) if len(args) > 2 and args[2] is not None else float(kwargs.get("value", 0.0))
+    dt, shape = b.info(x)
+    if len(pad) % 2 or len(pad) // 2 > len(shape):
+        raise Unsupported(f"constant_pad_nd: pad {pad} for rank {len(shape)}")
+    for k in range(len(pad) // 2):
+        d = len(shape) - 1 - k
+        lo, hi = int(pad[2 * k]), int(pad[2 * k + 1])
+        n = shape[d]
+        start, end = max(-lo, 0), n - max(-hi, 0)
+        if start > 0 or end < n:
+            x = _VID(b._vid(lib.kiln_graph_slice, x, d, start, max(end, start), 1))
+            dt, shape = b.info(x)
+        parts = []
+        for amount in (lo, hi):
+            if amount > 0:
+                s = list(shape)
+                s[d] = amount
+                arr, nd = _i64s(s)
+                parts.append(_VID(b._vid(lib.kiln_graph_full, dt, nd, arr, value)))
+            else:
+                parts.append(None)
+        ids = [p for p in (parts[0], x, parts[1]) if p is not None]
+        if len(ids) > 1:
+            x = _VID(b._vid(lib.kiln_graph_cat, len(ids), (ctypes.c_int * len(ids))(*ids), d))
+            dt, shape = b.info(x)
+    return x
 
 
 # ---- nn ----------------------------------------------------------------------------------
