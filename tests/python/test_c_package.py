@@ -44,8 +44,13 @@ def test_install_lays_out_headers_libraries_and_package_files(prefix):
     for rel in ("include/kiln/kiln.h", "include/kiln/graph.h", "include/kiln/version.h",
                 "include/kiln/kernels/elementwise.h", "lib/libkiln.so", "lib/libkiln.a",
                 "lib/cmake/Kiln/KilnConfig.cmake", "lib/cmake/Kiln/KilnConfigVersion.cmake",
-                "lib/cmake/Kiln/KilnTargets.cmake", "lib/pkgconfig/kiln.pc"):
+                "lib/cmake/Kiln/KilnTargets.cmake", "lib/pkgconfig/kiln.pc", "bin/kiln-run",
+                "include/kiln/model.h"):
         assert (prefix / rel).is_file(), rel
+    # the installed kiln-run finds the installed libkiln with an empty environment
+    r = subprocess.run([str(prefix / "bin" / "kiln-run"), "--help"], env={}, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "usage" in r.stdout, r.stderr
     # The Python package is the wheel's business, not the C package's.
     assert not list(prefix.rglob("libkiln_shim.so")) and not list(prefix.rglob("*.py"))
     version = project_version()
