@@ -247,10 +247,10 @@ def export(model, example_args, path, *, device="kiln", dynamic_shapes=None, exa
 
     dynamic_shapes: as torch.export's; every dynamic dim needs an upper bound (Dim(..., max=N)),
     and the file then serves every size in [min, max]. input_names / output_names: names in the
-    signature (default: torch.export's). check: load the file on `device` and compare it with the
+    signature (default: the forward's parameter names; "output", or "output0", ...). check: load
+    the file on `device` and compare it with the
     exported program on the example inputs (raises ExportError on a mismatch).
     Raises ExportError naming every node that cannot be lowered, and for mutated state."""
-    from torch._functorch.aot_autograd import make_boxed_func  # noqa: F401  (import order: backend)
     from .compile.backend import _compile_flags, _decompositions
     _dtypes()
     if isinstance(model, torch.export.ExportedProgram):
@@ -340,7 +340,7 @@ def export(model, example_args, path, *, device="kiln", dynamic_shapes=None, exa
         code_arr = (ctypes.c_int64 * max(len(codes), 1))(*codes)
         len_arr = (ctypes.c_int * max(len(lens), 1))(*lens)
         in_names = list(input_names) if input_names is not None else [n.name for n in user_nodes]
-        default_out = [o.name if isinstance(o, torch.fx.Node) else f"output{i}" for i, o in enumerate(out_vals)]
+        default_out = ["output"] if len(out_vals) == 1 else [f"output{i}" for i in range(len(out_vals))]
         out_names = list(output_names) if output_names is not None else default_out
         if len(in_names) != len(user_nodes) or len(out_names) != len(out_vals):
             raise ExportError(f"kiln export: {len(in_names)} input names for {len(user_nodes)} inputs, "
