@@ -122,6 +122,25 @@ kiln_status_t kiln_event_query(kiln_device_t* dev, kiln_event_t* event, int* out
 
 kiln_status_t kiln_device_synchronize(kiln_device_t* dev);
 
+/* ---- compute (kiln/hal.h's compute slots) ----------------------------------------------- */
+
+/* KILN_OK if the device can run the compiled program; UNIMPLEMENTED with the reason otherwise
+ * (also when the device has no compute slots). `reason` (reason_cap bytes, may be NULL/0)
+ * receives it too. */
+kiln_status_t kiln_device_supports(kiln_device_t* dev, const kiln_exec_t* program, char* reason,
+                                   size_t reason_cap);
+/* A device executable for `program`, which must outlive it; free it with
+ * kiln_executable_destroy. UNIMPLEMENTED on a device without compute slots. */
+kiln_status_t kiln_device_prepare(kiln_device_t* dev, const kiln_exec_t* program,
+                                  kiln_executable_t** out_exe);
+/* Enqueues one run on `stream` (NULL: the default stream) over device buffers: asynchronous on
+ * async devices; errors of the run come back from the next stream or device synchronize.
+ * INVALID_ARGUMENT at once for arguments that do not fit the program. */
+kiln_status_t kiln_device_execute(kiln_device_t* dev, kiln_stream_t* stream, kiln_executable_t* exe,
+                                  const kiln_execute_args_t* args);
+/* Frees an executable (no queued work may still use it). NULL is a no-op. */
+void kiln_executable_destroy(kiln_device_t* dev, kiln_executable_t* exe);
+
 /* UNIMPLEMENTED where the device has no allocator statistics. */
 kiln_status_t kiln_device_memory_stats(kiln_device_t* dev, kiln_memory_stats_t* out_stats);
 kiln_status_t kiln_device_memory_reset_peak(kiln_device_t* dev);

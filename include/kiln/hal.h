@@ -37,6 +37,8 @@ typedef struct kiln_device kiln_device_t;
 typedef struct kiln_device_vtable kiln_device_vtable_t;
 typedef struct kiln_stream kiln_stream_t; /* vendor-defined */
 typedef struct kiln_event kiln_event_t;   /* vendor-defined */
+typedef struct kiln_executable kiln_executable_t; /* vendor-defined: a program prepared for a device */
+typedef struct kiln_exec kiln_exec_t;             /* a compiled kiln program (kiln/graph.h) */
 
 /* Capability bits in kiln_device_props_t.capabilities. */
 #define KILN_CAP_HOST_VISIBLE (1ull << 0)     /* device pointers are host pointers */
@@ -82,6 +84,18 @@ typedef enum kiln_copy_kind {
 
 /* A host callback enqueued on a stream (runs on a device-owned thread, in stream order). */
 typedef void (*kiln_host_fn_t)(void* user);
+
+/* The buffers of one execution. The arrays are copied before `execute` returns; the buffers
+ * themselves (device memory) must stay valid until the stream has run the work. */
+typedef struct kiln_execute_args {
+  size_t struct_size;          /* sizeof(kiln_execute_args_t) */
+  int n_inputs;
+  const void* const* inputs;   /* contiguous device buffers, in the program's input order */
+  int n_outputs;
+  void* const* outputs;        /* contiguous device buffers the results are written to */
+  void* workspace;             /* device memory of >= workspace_bytes (NULL when 0) */
+  uint64_t workspace_bytes;    /* at least kiln_exec_workspace_size(program) */
+} kiln_execute_args_t;
 
 struct kiln_device_vtable {
   size_t struct_size;
@@ -139,6 +153,26 @@ struct kiln_device_vtable {
   /* (optional) Enqueues fn(user) on the stream; it runs after earlier work, before later work. */
   kiln_status_t (*launch_host_fn)(kiln_device_t* dev, kiln_stream_t* stream, kiln_host_fn_t fn,
                                   void* user);
+
+  /* ---- compute (optional as a group: a device sets all four or none) ----------------------
+   * A program is a kiln_exec_t: the graph compiler's output after the device-independent
+   * passes (kiln/graph.h; queried through its public functions). */
+  /* KILN_OK if the device can run `program`; else UNIMPLEMENTED with the reason (the first op
+   * it cannot run, and why) in the status message and, when reason_cap > 0, in `reason`. */
+  kiln_status_t (*supports)(kiln_device_t* dev, const kiln_exec_t* program, char* reason,
+                            size_t reason_cap);
+  /* Turns `program` into an executable of this device. The program must outlive the
+   * executable. Errors: UNIMPLEMENTED (supports would say why), OUT_OF_MEMORY. */
+  kiln_status_t (*prepare)(kiln_device_t* dev, const kiln_exec_t* program,
+                           kiln_executable_t** out_exe);
+  /* Enqueues one run of `exe` on `stream` over device buffers. Arguments that do not match the
+   * program (counts, a NULL buffer, a short workspace) are INVALID_ARGUMENT at once; errors of
+   * the run itself (an index out of range, ...) are raised by the next synchronize of the stream
+   * or the device, naming the op. Asynchronous on async devices. */
+  kiln_status_t (*execute)(kiln_device_t* dev, kiln_stream_t* stream, kiln_executable_t* exe,
+                           const kiln_execute_args_t* args);
+  /* Frees an executable. The caller guarantees no queued work still uses it. */
+  void (*executable_destroy)(kiln_device_t* dev, kiln_executable_t* exe);
 };
 
 /* The common header of every device object. The runtime owns `index` and `host_allocator`
@@ -154,7 +188,8 @@ struct kiln_device {
   ((vt)->struct_size >= offsetof(kiln_device_vtable_t, field) + sizeof((vt)->field) && \
    (vt)->field != NULL)
 
-/* Checks that every required slot is present. INVALID_ARGUMENT naming the first missing one. */
+/* Checks that every required slot is present, and that the compute slots are all set or all
+ * absent. INVALID_ARGUMENT naming the first missing one. */
 kiln_status_t kiln_hal_validate(const kiln_device_vtable_t* vtable);
 
 /* Factory signature for drivers. */

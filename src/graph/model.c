@@ -29,7 +29,10 @@
 typedef struct {
   int64_t syms[KILN_MODEL_MAX_SYMBOLS];
   kiln_exec_t* e;
+  kiln_executable_t* x; /* the device's executable of e (NULL: the host runs e) */
 } spec_t;
+
+#define STREAM_POOL_MAX 16
 
 struct kiln_model {
   gx_file* f;
@@ -42,14 +45,21 @@ struct kiln_model {
   kiln_model_io_t* ins;
   kiln_model_io_t* outs;
   int64_t workspace_bytes;
-  pthread_mutex_t lock; /* the cache */
+  int use_device; /* the device has compute slots and host-visible memory: runs go through it */
+  pthread_mutex_t lock; /* the cache and the stream pool */
   spec_t specs[SPEC_CACHE_MAX];
   int n_specs;
+  kiln_stream_t* streams[STREAM_POOL_MAX]; /* idle streams of the device, one per concurrent run */
+  int n_streams;
 };
 
 void kiln_model_destroy(kiln_model_t* m) {
   if (!m) return;
-  for (int k = 0; k < m->n_specs; k++) kiln_exec_destroy(m->specs[k].e);
+  for (int k = 0; k < m->n_streams; k++) kiln_stream_destroy(m->dev, m->streams[k]);
+  for (int k = 0; k < m->n_specs; k++) {
+    kiln_executable_destroy(m->dev, m->specs[k].x);
+    kiln_exec_destroy(m->specs[k].e);
+  }
   gx_file_free(m->f);
   kiln_allocator_free(NULL, m->ins);
   kiln_allocator_free(NULL, m->outs);
@@ -57,6 +67,17 @@ void kiln_model_destroy(kiln_model_t* m) {
   kiln_allocator_free(NULL, m->owned);
   pthread_mutex_destroy(&m->lock);
   kiln_allocator_free(NULL, m);
+}
+
+/* The device's executable for a compiled specialization, when runs go through the device. */
+static kiln_status_t prepare_on_device(const kiln_model_t* m, const kiln_exec_t* e, kiln_executable_t** x) {
+  *x = NULL;
+  if (!m->use_device) return KILN_OK;
+  char why[256];
+  if (kiln_device_supports(m->dev, e, why, sizeof why) != KILN_OK)
+    return kiln_error(KILN_ERROR_UNIMPLEMENTED, "kiln model: device kiln:%d cannot run the program: %s",
+                      m->device, why);
+  return kiln_device_prepare(m->dev, e, x);
 }
 
 /* Builds and compiles the program at symbol values syms (borrowing the weights). */
@@ -148,8 +169,14 @@ static kiln_status_t finish_load(kiln_model_t* m, const unsigned char* data, siz
   const gx_file* f = m->f;
   spec_t* s = &m->specs[0];
   for (int k = 0; k < f->n_symbols; k++) s->syms[k] = f->sym_max[k];
+  kiln_device_props_t props;
+  memset(&props, 0, sizeof props);
+  props.struct_size = sizeof props;
+  KILN_RETURN_IF_ERROR(kiln_device_props(m->dev, &props));
+  m->use_device = KILN_HAL_HAS(m->dev->vtable, execute) && (props.capabilities & KILN_CAP_HOST_VISIBLE);
   KILN_RETURN_IF_ERROR(specialize(m, s->syms, 1, &s->e));
   m->n_specs = 1;
+  KILN_RETURN_IF_ERROR(prepare_on_device(m, s->e, &s->x));
   const kiln_exec_stats_t* st = &s->e->stats;
   if (st->arena_bytes != f->summary[0] || st->n_kernels_per_run != f->summary[1] ||
       st->n_nodes_after != f->summary[2] || st->n_fused_groups != f->summary[3])
@@ -321,30 +348,76 @@ static kiln_status_t check_inputs(const kiln_model_t* m, int n_in, const kiln_te
 }
 
 /* The compiled program for these sizes: from the cache, or compiled (and cached while there is
- * room; *temp = 1 when the caller must destroy it after the run). */
-static kiln_status_t get_spec(kiln_model_t* m, const int64_t* syms, kiln_exec_t** out, int* temp) {
+ * room; *temp = 1 when the caller must destroy it after the run, with release_spec). */
+static kiln_status_t get_spec(kiln_model_t* m, const int64_t* syms, spec_t* out, int* temp) {
   const int ns = m->f->n_symbols;
   *temp = 0;
   pthread_mutex_lock(&m->lock);
   for (int k = 0; k < m->n_specs; k++)
     if (memcmp(m->specs[k].syms, syms, sizeof(int64_t) * (size_t)ns) == 0) {
-      *out = m->specs[k].e;
+      *out = m->specs[k];
       pthread_mutex_unlock(&m->lock);
       return KILN_OK;
     }
-  kiln_exec_t* e = NULL;
-  kiln_status_t st = specialize(m, syms, 0, &e); /* under the lock: one compile per new size */
+  spec_t s;
+  memset(&s, 0, sizeof s);
+  memcpy(s.syms, syms, sizeof(int64_t) * (size_t)ns);
+  kiln_status_t st = specialize(m, syms, 0, &s.e); /* under the lock: one compile per new size */
   if (st == KILN_OK) {
-    if (m->n_specs < SPEC_CACHE_MAX) {
-      memcpy(m->specs[m->n_specs].syms, syms, sizeof(int64_t) * (size_t)ns);
-      m->specs[m->n_specs++].e = e;
-    } else {
-      *temp = 1;
-    }
-    *out = e;
+    st = prepare_on_device(m, s.e, &s.x);
+    if (st != KILN_OK) kiln_exec_destroy(s.e);
+  }
+  if (st == KILN_OK) {
+    if (m->n_specs < SPEC_CACHE_MAX) m->specs[m->n_specs++] = s;
+    else *temp = 1;
+    *out = s;
   }
   pthread_mutex_unlock(&m->lock);
   return st;
+}
+
+static void release_spec(kiln_model_t* m, spec_t* s, int temp) {
+  if (!temp) return;
+  kiln_executable_destroy(m->dev, s->x);
+  kiln_exec_destroy(s->e);
+}
+
+/* A stream of the device for one run: an idle one of the pool, or a new one. */
+static kiln_status_t take_stream(kiln_model_t* m, kiln_stream_t** out) {
+  pthread_mutex_lock(&m->lock);
+  if (m->n_streams > 0) {
+    *out = m->streams[--m->n_streams];
+    pthread_mutex_unlock(&m->lock);
+    return KILN_OK;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return kiln_stream_create(m->dev, out);
+}
+
+static void give_stream(kiln_model_t* m, kiln_stream_t* s) {
+  pthread_mutex_lock(&m->lock);
+  if (m->n_streams < STREAM_POOL_MAX) {
+    m->streams[m->n_streams++] = s;
+    s = NULL;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (s) kiln_stream_destroy(m->dev, s);
+}
+
+/* One run of a specialization: through the device (execute on a stream of the pool, then wait:
+ * the run's errors come back from the synchronize) or, on a device without compute slots, by
+ * the host executor over the same buffers. */
+static kiln_status_t run_spec(kiln_model_t* m, const spec_t* s, int n_in, void* const* ip, int n_out,
+                              void* const* op, void* ws, int64_t ws_bytes) {
+  if (!s->x) return kiln_exec_run_workspace(s->e, n_in, ip, n_out, op, ws, ws_bytes);
+  kiln_stream_t* stream;
+  KILN_RETURN_IF_ERROR(take_stream(m, &stream));
+  kiln_execute_args_t a = {sizeof a, n_in, (const void* const*)ip, n_out, op, ws,
+                           (uint64_t)(ws_bytes > 0 ? ws_bytes : 0)};
+  kiln_status_t st = kiln_device_execute(m->dev, stream, s->x, &a);
+  kiln_status_t sync = kiln_stream_synchronize(m->dev, stream);
+  give_stream(m, stream);
+  return st != KILN_OK ? st : sync;
 }
 
 /* Input shapes against the specialization (dims tied by expressions) and output shapes out. */
@@ -369,9 +442,10 @@ kiln_status_t kiln_model_output_shapes(kiln_model_t* m, int n_in, const kiln_ten
     return BADARG("kiln_model_output_shapes: %d outputs given, the model has %d", n_out, m->f->n_outputs);
   int64_t syms[KILN_MODEL_MAX_SYMBOLS];
   KILN_RETURN_IF_ERROR(check_inputs(m, n_in, inputs, 0, syms));
-  kiln_exec_t* e;
+  spec_t sp;
   int temp;
-  KILN_RETURN_IF_ERROR(get_spec(m, syms, &e, &temp));
+  KILN_RETURN_IF_ERROR(get_spec(m, syms, &sp, &temp));
+  kiln_exec_t* e = sp.e;
   kiln_status_t st = check_spec(m, e, inputs);
   for (int k = 0; k < n_out && st == KILN_OK; k++) {
     int dt, nd;
@@ -379,7 +453,7 @@ kiln_status_t kiln_model_output_shapes(kiln_model_t* m, int n_in, const kiln_ten
     st = kiln_exec_output_info(e, k, &dt, &nd, shape);
     if (st == KILN_OK) kiln_tensor_init_contiguous(&outputs[k], NULL, (kiln_dtype_t)dt, nd, shape);
   }
-  if (temp) kiln_exec_destroy(e);
+  release_spec(m, &sp, temp);
   return st;
 }
 
@@ -390,9 +464,10 @@ kiln_status_t kiln_model_run(kiln_model_t* m, int n_in, const kiln_tensor_t* inp
     return BADARG("kiln_model_run: %d outputs given, the model has %d", n_out, m->f->n_outputs);
   int64_t syms[KILN_MODEL_MAX_SYMBOLS];
   KILN_RETURN_IF_ERROR(check_inputs(m, n_in, inputs, 1, syms));
-  kiln_exec_t* e;
+  spec_t sp;
   int temp;
-  KILN_RETURN_IF_ERROR(get_spec(m, syms, &e, &temp));
+  KILN_RETURN_IF_ERROR(get_spec(m, syms, &sp, &temp));
+  kiln_exec_t* e = sp.e;
   kiln_status_t st = check_spec(m, e, inputs);
   void* in_ptrs[64];
   void* out_ptrs[64];
@@ -437,7 +512,7 @@ kiln_status_t kiln_model_run(kiln_model_t* m, int n_in, const kiln_tensor_t* inp
   void* ws = NULL;
   int64_t ws_bytes = kiln_exec_workspace_size(e);
   if (st == KILN_OK && ws_bytes > 0) st = kiln_device_alloc(m->dev, (size_t)ws_bytes, &ws);
-  if (st == KILN_OK) st = kiln_exec_run_workspace(e, n_in, ip, n_out, op, ws, ws_bytes);
+  if (st == KILN_OK) st = run_spec(m, &sp, n_in, ip, n_out, op, ws, ws_bytes);
   if (ws) kiln_device_free(m->dev, ws);
   if (st != KILN_OK && allocated)
     for (int k = 0; k < n_out; k++)
@@ -448,7 +523,7 @@ kiln_status_t kiln_model_run(kiln_model_t* m, int n_in, const kiln_tensor_t* inp
   if (allocated && allocated != alloc_flags) kiln_allocator_free(NULL, allocated);
   if (ip && ip != in_ptrs) kiln_allocator_free(NULL, ip);
   if (op && op != out_ptrs) kiln_allocator_free(NULL, op);
-  if (temp) kiln_exec_destroy(e);
+  release_spec(m, &sp, temp);
   return st;
 }
 

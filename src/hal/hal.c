@@ -35,5 +35,12 @@ kiln_status_t kiln_hal_validate(const kiln_device_vtable_t* vt) {
   REQUIRED(event_synchronize);
   REQUIRED(event_query);
   REQUIRED(synchronize);
+  /* compute: all four slots or none */
+  const int n_compute = KILN_HAL_HAS(vt, supports) + KILN_HAL_HAS(vt, prepare) +
+                        KILN_HAL_HAS(vt, execute) + KILN_HAL_HAS(vt, executable_destroy);
+  if (n_compute != 0 && n_compute != 4)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "device vtable sets %d of the 4 compute slots (supports, prepare, execute, "
+                      "executable_destroy): all or none", n_compute);
   return KILN_OK;
 }

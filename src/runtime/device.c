@@ -2,6 +2,7 @@
 /* device.c - argument validation and vtable dispatch for the runtime device API. */
 #include "kiln/device.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define CHECK_DEV(dev)                                                           \
@@ -93,6 +94,54 @@ kiln_status_t kiln_stream_launch_host_fn(kiln_device_t* dev, kiln_stream_t* stre
   if (!KILN_HAL_HAS(dev->vtable, launch_host_fn))
     return kiln_error(KILN_ERROR_UNIMPLEMENTED, "device has no launch_host_fn");
   return dev->vtable->launch_host_fn(dev, stream, fn, user);
+}
+
+/* ---- compute ---------------------------------------------------------------------------- */
+
+static kiln_status_t no_compute(kiln_device_t* dev) {
+  kiln_device_props_t p;
+  memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  if (dev->vtable->query_props(dev, &p) != KILN_OK) p.name[0] = 0;
+  return kiln_error(KILN_ERROR_UNIMPLEMENTED, "device %s has no compute slots (kiln/hal.h)",
+                    p.name[0] ? p.name : "?");
+}
+
+kiln_status_t kiln_device_supports(kiln_device_t* dev, const kiln_exec_t* program, char* reason,
+                                   size_t reason_cap) {
+  CHECK_DEV(dev);
+  CHECK_PTR(program);
+  if (reason && reason_cap) reason[0] = 0;
+  if (!KILN_HAL_HAS(dev->vtable, supports)) {
+    kiln_status_t st = no_compute(dev);
+    if (reason && reason_cap) snprintf(reason, reason_cap, "%s", kiln_status_message());
+    return st;
+  }
+  return dev->vtable->supports(dev, program, reason, reason_cap);
+}
+
+kiln_status_t kiln_device_prepare(kiln_device_t* dev, const kiln_exec_t* program,
+                                  kiln_executable_t** out_exe) {
+  CHECK_DEV(dev);
+  CHECK_PTR(out_exe);
+  *out_exe = NULL;
+  CHECK_PTR(program);
+  if (!KILN_HAL_HAS(dev->vtable, prepare)) return no_compute(dev);
+  return dev->vtable->prepare(dev, program, out_exe);
+}
+
+kiln_status_t kiln_device_execute(kiln_device_t* dev, kiln_stream_t* stream, kiln_executable_t* exe,
+                                  const kiln_execute_args_t* args) {
+  CHECK_DEV(dev);
+  CHECK_PTR(exe);
+  CHECK_PTR(args);
+  if (!KILN_HAL_HAS(dev->vtable, execute)) return no_compute(dev);
+  return dev->vtable->execute(dev, stream, exe, args);
+}
+
+void kiln_executable_destroy(kiln_device_t* dev, kiln_executable_t* exe) {
+  if (!dev || !dev->vtable || !exe || !KILN_HAL_HAS(dev->vtable, executable_destroy)) return;
+  dev->vtable->executable_destroy(dev, exe);
 }
 
 kiln_status_t kiln_event_create(kiln_device_t* dev, kiln_event_t** out_event) {

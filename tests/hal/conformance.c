@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "kiln/graph.h"
+#include "kiln/kernels/elementwise.h"
 #include "kiln_test.h"
 
 static const char* g_driver = "ref";
@@ -938,6 +940,178 @@ KT_TEST(invalid_arguments) {
   KT_OK(kiln_device_copy(dev, NULL, KILN_COPY_HOST_TO_DEVICE, d, host, 64));
   KT_OK(kiln_device_synchronize(dev));
   kiln_device_free(dev, d);
+  kiln_device_destroy(dev);
+}
+
+/* ---- compute slots ------------------------------------------------------------------------ */
+
+static int has_compute(kiln_device_t* dev) { return KILN_HAL_HAS(dev->vtable, prepare); }
+
+/* y = gather(x * 2 + 1, 0, idx): x f32 [n], idx i64 [m]. */
+static kiln_exec_t* small_program(int64_t n, int64_t m) {
+  kiln_graph_t* g;
+  int x, idx, two, one, t, y, z;
+  int64_t xs[1] = {n}, is[1] = {m};
+  kiln_exec_t* e = NULL;
+  if (kiln_graph_create(&g) != KILN_OK) return NULL;
+  kiln_graph_input(g, KILN_DTYPE_F32, 1, xs, &x);
+  kiln_graph_input(g, KILN_DTYPE_I64, 1, is, &idx);
+  kiln_graph_scalar(g, 2.0, KILN_DTYPE_F32, &two);
+  kiln_graph_scalar(g, 1.0, KILN_DTYPE_F32, &one);
+  kiln_graph_binary(g, KILN_BINARY_MUL, x, two, 1.0, KILN_DTYPE_F32, &t);
+  kiln_graph_binary(g, KILN_BINARY_ADD, t, one, 1.0, KILN_DTYPE_F32, &y);
+  kiln_graph_gather(g, y, 0, idx, &z);
+  kiln_graph_output(g, z);
+  kiln_graph_output(g, y);
+  KT_OK(kiln_graph_compile(g, &e));
+  kiln_graph_destroy(g);
+  return e;
+}
+
+static kiln_status_t dummy_prepare(kiln_device_t* dev, const kiln_exec_t* program,
+                                   kiln_executable_t** out) {
+  (void)dev;
+  (void)program;
+  *out = NULL;
+  return KILN_ERROR_UNIMPLEMENTED;
+}
+
+KT_TEST(compute_slots_all_or_none) {
+  kiln_device_t* dev = open_device(0);
+  if (!dev) return;
+  kiln_device_vtable_t vt = *dev->vtable;
+  if (has_compute(dev)) {
+    vt.supports = NULL; /* three of four */
+    KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_hal_validate(&vt));
+  } else {
+    KT_OK(kiln_hal_validate(&vt)); /* none of four */
+    vt.struct_size = sizeof vt;
+    vt.prepare = dummy_prepare; /* one of four */
+    KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_hal_validate(&vt));
+  }
+  vt = *dev->vtable;
+  KT_OK(kiln_hal_validate(&vt));
+  kiln_device_destroy(dev);
+}
+
+KT_TEST(compute_execute_async_in_order) {
+  kiln_device_t* dev = open_device(0);
+  if (!dev) return;
+  enum { N = 4096, M = 64, RUNS = 40 };
+  kiln_exec_t* e = small_program(N, M);
+  KT_CHECK(e != NULL);
+  if (!has_compute(dev)) { /* a device without compute says so */
+    kiln_executable_t* x = (kiln_executable_t*)1;
+    KT_FAILS(KILN_ERROR_UNIMPLEMENTED, kiln_device_prepare(dev, e, &x));
+    KT_CHECK(x == NULL);
+    char why[128];
+    KT_FAILS(KILN_ERROR_UNIMPLEMENTED, kiln_device_supports(dev, e, why, sizeof why));
+    KT_CHECK(why[0] != 0);
+    kiln_exec_destroy(e);
+    kiln_device_destroy(dev);
+    return;
+  }
+  char why[128] = "x";
+  KT_OK(kiln_device_supports(dev, e, why, sizeof why));
+  kiln_executable_t* exe = NULL;
+  KT_OK(kiln_device_prepare(dev, e, &exe));
+  float* hx = malloc(sizeof(float) * N);
+  int64_t* hi = malloc(sizeof(int64_t) * M);
+  float* hz = malloc(sizeof(float) * M * RUNS);
+  float* hy = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++) hx[i] = (float)i * 0.25f;
+  for (int i = 0; i < M; i++) hi[i] = (i * 37) % N;
+  void *dx, *di, *dy, *dz, *ws = NULL;
+  KT_OK(kiln_device_alloc(dev, sizeof(float) * N, &dx));
+  KT_OK(kiln_device_alloc(dev, sizeof(int64_t) * M, &di));
+  KT_OK(kiln_device_alloc(dev, sizeof(float) * N, &dy));
+  KT_OK(kiln_device_alloc(dev, sizeof(float) * M * RUNS, &dz));
+  int64_t wsb = kiln_exec_workspace_size(e);
+  if (wsb > 0) KT_OK(kiln_device_alloc(dev, (size_t)wsb, &ws));
+  kiln_stream_t* s;
+  KT_OK(kiln_stream_create(dev, &s));
+  KT_OK(kiln_device_copy(dev, s, KILN_COPY_HOST_TO_DEVICE, dx, hx, sizeof(float) * N));
+  KT_OK(kiln_device_copy(dev, s, KILN_COPY_HOST_TO_DEVICE, di, hi, sizeof(int64_t) * M));
+  /* RUNS executions queued back to back, each into its own slice of dz, before one wait */
+  for (int r = 0; r < RUNS; r++) {
+    const void* ins[2] = {dx, di};
+    void* outs[2] = {(char*)dz + sizeof(float) * M * (size_t)r, dy};
+    kiln_execute_args_t a = {sizeof a, 2, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0)};
+    KT_OK(kiln_device_execute(dev, s, exe, &a));
+  }
+  KT_OK(kiln_device_copy(dev, s, KILN_COPY_DEVICE_TO_HOST, hz, dz, sizeof(float) * M * RUNS));
+  KT_OK(kiln_device_copy(dev, s, KILN_COPY_DEVICE_TO_HOST, hy, dy, sizeof(float) * N));
+  KT_OK(kiln_stream_synchronize(dev, s));
+  int bad = 0;
+  for (int r = 0; r < RUNS; r++)
+    for (int i = 0; i < M; i++) bad += hz[r * M + i] != hx[hi[i]] * 2.0f + 1.0f;
+  for (int i = 0; i < N; i++) bad += hy[i] != hx[i] * 2.0f + 1.0f;
+  KT_CHECK(bad == 0);
+  /* arguments that do not fit: refused at once */
+  const void* ins[2] = {dx, di};
+  void* outs[2] = {dz, dy};
+  kiln_execute_args_t a = {sizeof a, 1, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0)};
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_device_execute(dev, s, exe, &a));
+  a.n_inputs = 2;
+  a.outputs = NULL;
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_device_execute(dev, s, exe, &a));
+  a.outputs = outs;
+  a.struct_size = 8;
+  KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_device_execute(dev, s, exe, &a));
+  kiln_stream_destroy(dev, s);
+  kiln_executable_destroy(dev, exe);
+  kiln_device_free(dev, dx);
+  kiln_device_free(dev, di);
+  kiln_device_free(dev, dy);
+  kiln_device_free(dev, dz);
+  if (ws) kiln_device_free(dev, ws);
+  free(hx);
+  free(hi);
+  free(hz);
+  free(hy);
+  kiln_exec_destroy(e);
+  kiln_device_destroy(dev);
+}
+
+KT_TEST(compute_errors_surface_at_synchronize) {
+  kiln_device_t* dev = open_device(0);
+  if (!dev) return;
+  if (!has_compute(dev)) {
+    kiln_device_destroy(dev);
+    return; /* compute_execute_async_in_order checked the UNIMPLEMENTED answer */
+  }
+  kiln_exec_t* e = small_program(8, 2);
+  kiln_executable_t* exe;
+  KT_OK(kiln_device_prepare(dev, e, &exe));
+  float hx[8] = {0};
+  int64_t hi[2] = {1, 99}; /* 99 is outside dim 0 */
+  void *dx, *di, *dy, *dz, *ws = NULL;
+  KT_OK(kiln_device_alloc(dev, sizeof hx, &dx));
+  KT_OK(kiln_device_alloc(dev, sizeof hi, &di));
+  KT_OK(kiln_device_alloc(dev, sizeof hx, &dy));
+  KT_OK(kiln_device_alloc(dev, 2 * sizeof(float), &dz));
+  int64_t wsb = kiln_exec_workspace_size(e);
+  if (wsb > 0) KT_OK(kiln_device_alloc(dev, (size_t)wsb, &ws));
+  KT_OK(kiln_device_copy(dev, NULL, KILN_COPY_HOST_TO_DEVICE, dx, hx, sizeof hx));
+  KT_OK(kiln_device_copy(dev, NULL, KILN_COPY_HOST_TO_DEVICE, di, hi, sizeof hi));
+  const void* ins[2] = {dx, di};
+  void* outs[2] = {dz, dy};
+  kiln_execute_args_t a = {sizeof a, 2, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0)};
+  KT_OK(kiln_device_execute(dev, NULL, exe, &a)); /* queued: the error is the run's */
+  KT_FAILS(KILN_ERROR_OUT_OF_RANGE, kiln_device_synchronize(dev));
+  KT_CHECK(strstr(kiln_status_message(), "gather") != NULL);
+  KT_OK(kiln_device_synchronize(dev)); /* reported once */
+  hi[1] = 0;
+  KT_OK(kiln_device_copy(dev, NULL, KILN_COPY_HOST_TO_DEVICE, di, hi, sizeof hi));
+  KT_OK(kiln_device_execute(dev, NULL, exe, &a));
+  KT_OK(kiln_stream_synchronize(dev, NULL));
+  kiln_executable_destroy(dev, exe);
+  kiln_device_free(dev, dx);
+  kiln_device_free(dev, di);
+  kiln_device_free(dev, dy);
+  kiln_device_free(dev, dz);
+  if (ws) kiln_device_free(dev, ws);
+  kiln_exec_destroy(e);
   kiln_device_destroy(dev);
 }
 

@@ -13,6 +13,7 @@
 #include "devices/cpu/cpu_allocator.h"
 #include "devices/cpu/cpu_stream.h"
 #include "kiln/device.h"
+#include "kiln/graph.h"
 #include "kiln/parallel.h"
 
 typedef struct cpu_event {
@@ -128,6 +129,96 @@ static kiln_status_t cpu_launch_host_fn(kiln_device_t* dev, kiln_stream_t* strea
                                         void* user) {
   if (fn == NULL) return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln cpu: NULL host function");
   return kiln_cpu_stream_host_fn(resolve(as_cpu(dev), stream), fn, user);
+}
+
+/* ---- compute ---------------------------------------------------------------------------- */
+/* The CPU device runs kiln's own executor: an executable is the program itself, and a run is a
+ * stream task that calls kiln_exec_run_workspace on the stream's worker thread (the kernels
+ * then use the shared thread pool). Device memory is host memory, so the buffers go through
+ * as they are. */
+
+struct kiln_executable {
+  const kiln_exec_t* program;
+};
+
+typedef struct cpu_run {
+  kiln_allocator_t allocator;
+  const kiln_exec_t* program;
+  int n_in, n_out;
+  void* workspace;
+  int64_t workspace_bytes;
+  void* ptrs[]; /* inputs then outputs */
+} cpu_run_t;
+
+static kiln_status_t cpu_supports(kiln_device_t* dev, const kiln_exec_t* program, char* reason,
+                                  size_t reason_cap) {
+  (void)dev;
+  if (reason && reason_cap) reason[0] = 0;
+  if (program == NULL) return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln cpu: NULL program");
+  return KILN_OK; /* every op of the graph compiler has a CPU kernel */
+}
+
+static kiln_status_t cpu_prepare(kiln_device_t* dev, const kiln_exec_t* program,
+                                 kiln_executable_t** out_exe) {
+  if (out_exe == NULL || program == NULL)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln cpu: prepare: NULL argument");
+  kiln_executable_t* x = kiln_allocator_alloc(&dev->host_allocator, sizeof(*x), _Alignof(kiln_executable_t));
+  if (x == NULL) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln cpu: out of memory preparing a program");
+  x->program = program;
+  *out_exe = x;
+  return KILN_OK;
+}
+
+static void cpu_executable_destroy(kiln_device_t* dev, kiln_executable_t* exe) {
+  kiln_allocator_free(&dev->host_allocator, exe);
+}
+
+static kiln_status_t cpu_run_task(void* user) {
+  cpu_run_t* r = user;
+  kiln_status_t st = kiln_exec_run_workspace((kiln_exec_t*)r->program, r->n_in, r->ptrs, r->n_out,
+                                             r->ptrs + r->n_in, r->workspace, r->workspace_bytes);
+  if (st != KILN_OK) {
+    char msg[480];
+    snprintf(msg, sizeof msg, "%s", kiln_status_message());
+    st = kiln_error((kiln_status_code_t)st, "kiln cpu: execute: %s", msg);
+  }
+  kiln_allocator_t a = r->allocator;
+  kiln_allocator_free(&a, r);
+  return st;
+}
+
+static kiln_status_t cpu_execute(kiln_device_t* dev, kiln_stream_t* stream, kiln_executable_t* exe,
+                                 const kiln_execute_args_t* args) {
+  if (exe == NULL || args == NULL || args->struct_size < sizeof(kiln_execute_args_t))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln cpu: execute: NULL or short arguments");
+  const kiln_exec_t* p = exe->program;
+  const int n_in = kiln_exec_num_inputs(p), n_out = kiln_exec_num_outputs(p);
+  if (args->n_inputs != n_in || args->n_outputs != n_out)
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln cpu: execute: %d inputs and %d outputs given, the program has %d and %d",
+                      args->n_inputs, args->n_outputs, n_in, n_out);
+  if ((n_in && args->inputs == NULL) || (n_out && args->outputs == NULL))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln cpu: execute: NULL buffer list");
+  const int64_t need = kiln_exec_workspace_size(p);
+  if (need > 0 && (args->workspace == NULL || args->workspace_bytes < (uint64_t)need))
+    return kiln_error(KILN_ERROR_INVALID_ARGUMENT,
+                      "kiln cpu: execute: the program needs a workspace of %lld bytes, %llu given",
+                      (long long)need, (unsigned long long)args->workspace_bytes);
+  cpu_run_t* r = kiln_allocator_alloc(&dev->host_allocator,
+                                      sizeof(*r) + sizeof(void*) * (size_t)(n_in + n_out + 1),
+                                      _Alignof(cpu_run_t));
+  if (r == NULL) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln cpu: out of memory queueing a run");
+  r->allocator = dev->host_allocator;
+  r->program = p;
+  r->n_in = n_in;
+  r->n_out = n_out;
+  r->workspace = need > 0 ? args->workspace : NULL;
+  r->workspace_bytes = need > 0 ? (int64_t)args->workspace_bytes : 0;
+  for (int i = 0; i < n_in; i++) r->ptrs[i] = (void*)args->inputs[i];
+  for (int k = 0; k < n_out; k++) r->ptrs[n_in + k] = args->outputs[k];
+  kiln_status_t st = kiln_cpu_stream_call(resolve(as_cpu(dev), stream), cpu_run_task, r);
+  if (st != KILN_OK) kiln_allocator_free(&dev->host_allocator, r);
+  return st;
 }
 
 /* ---- streams ---------------------------------------------------------------------------- */
@@ -335,6 +426,10 @@ static const kiln_device_vtable_t cpu_vtable = {
     .memory_reset_peak = cpu_memory_reset_peak,
     .memory_empty_cache = cpu_memory_empty_cache,
     .launch_host_fn = cpu_launch_host_fn,
+    .supports = cpu_supports,
+    .prepare = cpu_prepare,
+    .execute = cpu_execute,
+    .executable_destroy = cpu_executable_destroy,
 };
 
 /* Creates the CPU device: caching allocator, lazily started streams, the shared thread pool. */

@@ -14,7 +14,7 @@
 #define PARALLEL_GRAIN 4                     /* blocks per chunk at least */
 #define INITIAL_CAPACITY 64
 
-typedef enum task_kind { TASK_COPY, TASK_FILL, TASK_HOST_FN, TASK_WAIT } task_kind_t;
+typedef enum task_kind { TASK_COPY, TASK_FILL, TASK_HOST_FN, TASK_WAIT, TASK_CALL } task_kind_t;
 
 typedef struct task {
   task_kind_t kind;
@@ -24,6 +24,7 @@ typedef struct task {
   size_t pattern_size;
   unsigned char pattern[8];
   kiln_host_fn_t fn;
+  kiln_status_t (*call)(void* user);
   void* user;
   kiln_cpu_stream_t* other; /* TASK_WAIT: the stream waited on (one reference held) */
   uint64_t seq;
@@ -124,6 +125,8 @@ static kiln_status_t run_task(task_t* t) {
     case TASK_HOST_FN:
       t->fn(t->user);
       return KILN_OK;
+    case TASK_CALL:
+      return t->call(t->user);
     case TASK_WAIT:
       kiln_cpu_stream_wait_host(t->other, t->seq);
       kiln_cpu_stream_release(t->other);
@@ -208,6 +211,12 @@ kiln_status_t kiln_cpu_stream_fill(kiln_cpu_stream_t* s, void* dst, size_t size,
 /* Enqueues a host callback. */
 kiln_status_t kiln_cpu_stream_host_fn(kiln_cpu_stream_t* s, kiln_host_fn_t fn, void* user) {
   task_t t = {.kind = TASK_HOST_FN, .fn = fn, .user = user};
+  return submit(s, &t);
+}
+
+/* Enqueues a call whose failure becomes the stream's error. */
+kiln_status_t kiln_cpu_stream_call(kiln_cpu_stream_t* s, kiln_status_t (*fn)(void* user), void* user) {
+  task_t t = {.kind = TASK_CALL, .call = fn, .user = user};
   return submit(s, &t);
 }
 
