@@ -95,7 +95,14 @@ typedef struct kiln_execute_args {
   void* const* outputs;        /* contiguous device buffers the results are written to */
   void* workspace;             /* device memory of >= workspace_bytes (NULL when 0) */
   uint64_t workspace_bytes;    /* at least kiln_exec_workspace_size(program) */
+  uint32_t flags;              /* KILN_EXECUTE_* */
 } kiln_execute_args_t;
+
+/* The caller synchronizes the stream right after this execute (a blocking call such as
+ * kiln_model_run): a device may then run the work on the calling thread when the stream has
+ * nothing else queued, sparing the hand-off to its worker. Errors still come from the
+ * synchronize. */
+#define KILN_EXECUTE_WAIT (1u << 0)
 
 struct kiln_device_vtable {
   size_t struct_size;

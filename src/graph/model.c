@@ -413,7 +413,7 @@ static kiln_status_t run_spec(kiln_model_t* m, const spec_t* s, int n_in, void* 
   kiln_stream_t* stream;
   KILN_RETURN_IF_ERROR(take_stream(m, &stream));
   kiln_execute_args_t a = {sizeof a, n_in, (const void* const*)ip, n_out, op, ws,
-                           (uint64_t)(ws_bytes > 0 ? ws_bytes : 0)};
+                           (uint64_t)(ws_bytes > 0 ? ws_bytes : 0), KILN_EXECUTE_WAIT};
   kiln_status_t st = kiln_device_execute(m->dev, stream, s->x, &a);
   kiln_status_t sync = kiln_stream_synchronize(m->dev, stream);
   give_stream(m, stream);

@@ -947,6 +947,11 @@ KT_TEST(invalid_arguments) {
 
 static int has_compute(kiln_device_t* dev) { return KILN_HAL_HAS(dev->vtable, prepare); }
 
+static void sleep_20ms_fn(void* user) {
+  (void)user;
+  sleep_ms(20);
+}
+
 /* y = gather(x * 2 + 1, 0, idx): x f32 [n], idx i64 [m]. */
 static kiln_exec_t* small_program(int64_t n, int64_t m) {
   kiln_graph_t* g;
@@ -1036,7 +1041,7 @@ KT_TEST(compute_execute_async_in_order) {
   for (int r = 0; r < RUNS; r++) {
     const void* ins[2] = {dx, di};
     void* outs[2] = {(char*)dz + sizeof(float) * M * (size_t)r, dy};
-    kiln_execute_args_t a = {sizeof a, 2, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0)};
+    kiln_execute_args_t a = {sizeof a, 2, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0), 0};
     KT_OK(kiln_device_execute(dev, s, exe, &a));
   }
   KT_OK(kiln_device_copy(dev, s, KILN_COPY_DEVICE_TO_HOST, hz, dz, sizeof(float) * M * RUNS));
@@ -1047,10 +1052,38 @@ KT_TEST(compute_execute_async_in_order) {
     for (int i = 0; i < M; i++) bad += hz[r * M + i] != hx[hi[i]] * 2.0f + 1.0f;
   for (int i = 0; i < N; i++) bad += hy[i] != hx[i] * 2.0f + 1.0f;
   KT_CHECK(bad == 0);
+  /* KILN_EXECUTE_WAIT behind queued work still runs in stream order: a slow host function,
+   * then new inputs, then the execute (which must see them) */
+  if (has_host_fn(dev)) {
+    for (int i = 0; i < N; i++) hx[i] = (float)(N - i);
+    KT_OK(kiln_stream_launch_host_fn(dev, s, sleep_20ms_fn, NULL));
+    KT_OK(kiln_device_copy(dev, s, KILN_COPY_HOST_TO_DEVICE, dx, hx, sizeof(float) * N));
+    const void* wins[2] = {dx, di};
+    void* wouts[2] = {dz, dy};
+    kiln_execute_args_t w = {sizeof w, 2, wins, 2, wouts, ws, (uint64_t)(wsb > 0 ? wsb : 0),
+                             KILN_EXECUTE_WAIT};
+    KT_OK(kiln_device_execute(dev, s, exe, &w));
+    KT_OK(kiln_device_copy(dev, s, KILN_COPY_DEVICE_TO_HOST, hy, dy, sizeof(float) * N));
+    KT_OK(kiln_stream_synchronize(dev, s));
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += hy[i] != hx[i] * 2.0f + 1.0f;
+    KT_CHECK(bad == 0);
+    /* on an idle stream too (a device may run it on this thread) */
+    for (int i = 0; i < N; i++) hx[i] = (float)i;
+    KT_OK(kiln_device_copy(dev, s, KILN_COPY_HOST_TO_DEVICE, dx, hx, sizeof(float) * N));
+    KT_OK(kiln_stream_synchronize(dev, s));
+    KT_OK(kiln_device_execute(dev, s, exe, &w));
+    KT_OK(kiln_stream_synchronize(dev, s));
+    KT_OK(kiln_device_copy(dev, s, KILN_COPY_DEVICE_TO_HOST, hy, dy, sizeof(float) * N));
+    KT_OK(kiln_stream_synchronize(dev, s));
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += hy[i] != hx[i] * 2.0f + 1.0f;
+    KT_CHECK(bad == 0);
+  }
   /* arguments that do not fit: refused at once */
   const void* ins[2] = {dx, di};
   void* outs[2] = {dz, dy};
-  kiln_execute_args_t a = {sizeof a, 1, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0)};
+  kiln_execute_args_t a = {sizeof a, 1, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0), 0};
   KT_FAILS(KILN_ERROR_INVALID_ARGUMENT, kiln_device_execute(dev, s, exe, &a));
   a.n_inputs = 2;
   a.outputs = NULL;
@@ -1096,11 +1129,17 @@ KT_TEST(compute_errors_surface_at_synchronize) {
   KT_OK(kiln_device_copy(dev, NULL, KILN_COPY_HOST_TO_DEVICE, di, hi, sizeof hi));
   const void* ins[2] = {dx, di};
   void* outs[2] = {dz, dy};
-  kiln_execute_args_t a = {sizeof a, 2, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0)};
+  kiln_execute_args_t a = {sizeof a, 2, ins, 2, outs, ws, (uint64_t)(wsb > 0 ? wsb : 0), 0};
   KT_OK(kiln_device_execute(dev, NULL, exe, &a)); /* queued: the error is the run's */
   KT_FAILS(KILN_ERROR_OUT_OF_RANGE, kiln_device_synchronize(dev));
   KT_CHECK(strstr(kiln_status_message(), "gather") != NULL);
   KT_OK(kiln_device_synchronize(dev)); /* reported once */
+  a.flags = KILN_EXECUTE_WAIT; /* the same when the device runs it on this thread */
+  KT_OK(kiln_device_execute(dev, NULL, exe, &a));
+  KT_FAILS(KILN_ERROR_OUT_OF_RANGE, kiln_stream_synchronize(dev, NULL));
+  KT_CHECK(strstr(kiln_status_message(), "gather") != NULL);
+  KT_OK(kiln_stream_synchronize(dev, NULL));
+  a.flags = 0;
   hi[1] = 0;
   KT_OK(kiln_device_copy(dev, NULL, KILN_COPY_HOST_TO_DEVICE, di, hi, sizeof hi));
   KT_OK(kiln_device_execute(dev, NULL, exe, &a));

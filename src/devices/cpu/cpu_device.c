@@ -189,7 +189,8 @@ static kiln_status_t cpu_run_task(void* user) {
 
 static kiln_status_t cpu_execute(kiln_device_t* dev, kiln_stream_t* stream, kiln_executable_t* exe,
                                  const kiln_execute_args_t* args) {
-  if (exe == NULL || args == NULL || args->struct_size < sizeof(kiln_execute_args_t))
+  if (exe == NULL || args == NULL ||
+      args->struct_size < offsetof(kiln_execute_args_t, workspace_bytes) + sizeof(args->workspace_bytes))
     return kiln_error(KILN_ERROR_INVALID_ARGUMENT, "kiln cpu: execute: NULL or short arguments");
   const kiln_exec_t* p = exe->program;
   const int n_in = kiln_exec_num_inputs(p), n_out = kiln_exec_num_outputs(p);
@@ -216,7 +217,9 @@ static kiln_status_t cpu_execute(kiln_device_t* dev, kiln_stream_t* stream, kiln
   r->workspace_bytes = need > 0 ? (int64_t)args->workspace_bytes : 0;
   for (int i = 0; i < n_in; i++) r->ptrs[i] = (void*)args->inputs[i];
   for (int k = 0; k < n_out; k++) r->ptrs[n_in + k] = args->outputs[k];
-  kiln_status_t st = kiln_cpu_stream_call(resolve(as_cpu(dev), stream), cpu_run_task, r);
+  const int wait = args->struct_size >= offsetof(kiln_execute_args_t, flags) + sizeof(args->flags) &&
+                   (args->flags & KILN_EXECUTE_WAIT);
+  kiln_status_t st = kiln_cpu_stream_call(resolve(as_cpu(dev), stream), cpu_run_task, r, wait);
   if (st != KILN_OK) kiln_allocator_free(&dev->host_allocator, r);
   return st;
 }

@@ -42,6 +42,7 @@ struct kiln_cpu_stream {
   task_t* ring;
   size_t cap, head, count; /* cap is 0 or a power of two */
   int started, stop;
+  int inline_busy; /* a task runs on a submitting thread (kiln_cpu_stream_call): the worker waits */
   pthread_t thread;
   kiln_allocator_t allocator;
 };
@@ -139,7 +140,8 @@ static void* stream_main(void* arg) {
   kiln_cpu_stream_t* s = arg;
   pthread_mutex_lock(&s->mu);
   for (;;) {
-    while (s->count == 0 && !s->stop) pthread_cond_wait(&s->work_cv, &s->mu);
+    while ((s->count == 0 || s->inline_busy) && !s->stop) pthread_cond_wait(&s->work_cv, &s->mu);
+    while (s->inline_busy) pthread_cond_wait(&s->work_cv, &s->mu); /* stopping: let it finish */
     if (s->count == 0) break;
     task_t t = s->ring[s->head];
     s->head = (s->head + 1) & (s->cap - 1);
@@ -214,8 +216,30 @@ kiln_status_t kiln_cpu_stream_host_fn(kiln_cpu_stream_t* s, kiln_host_fn_t fn, v
   return submit(s, &t);
 }
 
-/* Enqueues a call whose failure becomes the stream's error. */
-kiln_status_t kiln_cpu_stream_call(kiln_cpu_stream_t* s, kiln_status_t (*fn)(void* user), void* user) {
+/* Enqueues a call whose failure becomes the stream's error (or runs it now when asked and idle). */
+kiln_status_t kiln_cpu_stream_call(kiln_cpu_stream_t* s, kiln_status_t (*fn)(void* user), void* user,
+                                   int inline_if_idle) {
+  if (inline_if_idle) {
+    pthread_mutex_lock(&s->mu);
+    if (s->count == 0 && !s->inline_busy && atomic_load(&s->completed) == atomic_load(&s->submitted)) {
+      s->inline_busy = 1;
+      atomic_fetch_add(&s->submitted, 1); /* the task's place in the stream */
+      pthread_mutex_unlock(&s->mu);
+      kiln_status_t st = fn(user);
+      pthread_mutex_lock(&s->mu);
+      if (st != KILN_OK && atomic_load(&s->error) == KILN_OK) {
+        snprintf(s->error_msg, sizeof(s->error_msg), "%s", kiln_status_message());
+        atomic_store(&s->error, st);
+      }
+      s->inline_busy = 0;
+      atomic_fetch_add_explicit(&s->completed, 1, memory_order_release);
+      pthread_cond_broadcast(&s->done_cv);
+      pthread_cond_signal(&s->work_cv); /* work queued meanwhile may run now */
+      pthread_mutex_unlock(&s->mu);
+      return KILN_OK;
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
   task_t t = {.kind = TASK_CALL, .call = fn, .user = user};
   return submit(s, &t);
 }

@@ -33,8 +33,11 @@ kiln_status_t kiln_cpu_stream_fill(kiln_cpu_stream_t* s, void* dst, size_t size,
                                    size_t pattern_size);
 /* Enqueues fn(user). */
 kiln_status_t kiln_cpu_stream_host_fn(kiln_cpu_stream_t* s, kiln_host_fn_t fn, void* user);
-/* Enqueues fn(user), whose status (and message) becomes the stream's error when it fails. */
-kiln_status_t kiln_cpu_stream_call(kiln_cpu_stream_t* s, kiln_status_t (*fn)(void* user), void* user);
+/* Enqueues fn(user), whose status (and message) becomes the stream's error when it fails.
+ * inline_if_idle != 0: when the stream has no queued or running work, fn runs now on the calling
+ * thread, as the stream's next task (work submitted meanwhile waits for it). */
+kiln_status_t kiln_cpu_stream_call(kiln_cpu_stream_t* s, kiln_status_t (*fn)(void* user), void* user,
+                                   int inline_if_idle);
 /* Makes later work on `s` wait until `other` reaches `seq`. Consumes one reference to `other`
  * (the caller retains it beforehand) in every case. */
 kiln_status_t kiln_cpu_stream_wait(kiln_cpu_stream_t* s, kiln_cpu_stream_t* other, uint64_t seq);
