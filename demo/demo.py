@@ -5,11 +5,16 @@
 2. A small transformer language model (Llama-style: RMSNorm, RoPE, SwiGLU, causal attention),
    trained a few steps on CPU, on kiln eager and on kiln compiled (torch.compile backend="kiln"),
    then used for greedy generation.
+3. The trained model exported (torch_kiln.export, dynamic sequence length) to a .kiln file and
+   run without Python by build/kiln-run, its logits compared with PyTorch CPU.
 Prints per-step times and the fallback report (ops that ran on the CPU instead of kiln).
 """
 import copy
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 
@@ -113,6 +118,36 @@ def main():
     print(f"  fallback report ({len(report)} ops, {sum(report.values())} calls): "
           + ", ".join(f"{k}={v}" for k, v in sorted(report.items(), key=lambda kv: -kv[1])[:12])
           + (" ..." if len(report) > 12 else ""))
+    deploy(kmodel, text, cfg)
+
+
+def deploy(kmodel, text, cfg):
+    """[3] export -> .kiln -> kiln-run (no Python, no libtorch), logits against PyTorch CPU."""
+    import numpy as np
+    from torch.export import Dim
+    model = copy.deepcopy(kmodel).to("cpu").eval()
+    exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "kiln-run")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "lm.kiln")
+        t0 = time.perf_counter()
+        torch_kiln.export(model, (text[:cfg.seq].unsqueeze(0),), path,
+                          dynamic_shapes=({1: Dim("seq", min=2, max=cfg.seq)},))
+        export_s = time.perf_counter() - t0
+        tokens = text[5:5 + 17].unsqueeze(0)  # a length no export sample used
+        np.save(os.path.join(tmp, "tokens.npy"), tokens.numpy())
+        r = subprocess.run([exe, path, "--input", os.path.join(tmp, "tokens.npy"), "--output",
+                            os.path.join(tmp, "logits.npy"), "--bench", "50"], env={}, capture_output=True,
+                           text=True, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError(f"kiln-run failed: {r.stderr}")
+        logits = torch.from_numpy(np.load(os.path.join(tmp, "logits.npy")))
+        with torch.no_grad():
+            diff = (logits - model(tokens)).abs().max().item()
+        p50 = re.search(r"p50 ([\d.]+)", r.stdout).group(1)
+        load = re.search(r"loaded in ([\d.]+) ms", r.stdout).group(1)
+        print(f"\n[3] exported in {export_s:.1f} s to {os.path.getsize(path) / 1024:.0f} KiB (dynamic seq 2..{cfg.seq}); "
+              f"kiln-run (empty environment): loaded in {load} ms, seq 17 p50 {p50} ms, "
+              f"max |logits - PyTorch CPU| = {diff:.1e}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ constant, say) is refused with the node named, never exported approximately.
 """
 import ctypes
 import os
+import warnings
 
 import torch
 
@@ -253,6 +254,15 @@ def export(model, example_args, path, *, device="kiln", dynamic_shapes=None, exa
     Raises ExportError naming every node that cannot be lowered, and for mutated state."""
     from .compile.backend import _compile_flags, _decompositions
     _dtypes()
+    with warnings.catch_warnings():
+        # torch.export's own pytree deprecation notice (torch 2.13), not the caller's concern
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning)
+        return _export(model, example_args, path, device, dynamic_shapes, example_kwargs, input_names, output_names,
+                       check, strict, _compile_flags, _decompositions)
+
+
+def _export(model, example_args, path, device, dynamic_shapes, example_kwargs, input_names, output_names, check,
+            strict, _compile_flags, _decompositions):
     if isinstance(model, torch.export.ExportedProgram):
         ep = model
     else:
