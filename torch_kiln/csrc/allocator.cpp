@@ -29,24 +29,25 @@ constexpr size_t kAll = static_cast<size_t>(StatType::AGGREGATE);
 // counts are atomics (every allocation and free touches them: no lock on the per-op path); the
 // mutex guards only the baselines.
 struct DeviceCounters {
-  std::atomic<int64_t> live{0}, peak{0}, allocs{0}, frees{0};
+  // live = allocs - frees: one atomic add per allocation and one per free (the peak is
+  // compared with a plain load and written only when it grows)
+  std::atomic<int64_t> peak{0}, allocs{0}, frees{0};
   std::mutex mu;
   kiln_memory_stats_t base = {};
 
   void increase() {
-    int64_t v = live.fetch_add(1, std::memory_order_relaxed) + 1;
-    allocs.fetch_add(1, std::memory_order_relaxed);
+    int64_t v = allocs.fetch_add(1, std::memory_order_relaxed) + 1 - frees.load(std::memory_order_relaxed);
     int64_t p = peak.load(std::memory_order_relaxed);
     while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {
     }
   }
-  void decrease() {
-    live.fetch_sub(1, std::memory_order_relaxed);
-    frees.fetch_add(1, std::memory_order_relaxed);
+  void decrease() { frees.fetch_add(1, std::memory_order_relaxed); }
+  int64_t live() const {
+    return allocs.load(std::memory_order_relaxed) - frees.load(std::memory_order_relaxed);
   }
   Stat stat() const {
     Stat st;
-    st.current = live.load(std::memory_order_relaxed);
+    st.current = live();
     st.peak = peak.load(std::memory_order_relaxed);
     st.allocated = allocs.load(std::memory_order_relaxed);
     st.freed = frees.load(std::memory_order_relaxed);
@@ -167,7 +168,7 @@ struct KilnAllocator final : c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex index) override {
     check(kiln_device_memory_reset_peak(device(index)), "memory_reset_peak");
     DeviceCounters& c = counters(index);
-    c.peak.store(c.live.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    c.peak.store(c.live(), std::memory_order_relaxed);
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex index) override {

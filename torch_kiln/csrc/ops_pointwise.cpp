@@ -360,9 +360,15 @@ c10::MaybeOwned<Tensor> add_operand(const Tensor& t, ScalarType r) {
   return c10::MaybeOwned<Tensor>::owned(t.to(r));
 }
 
+// alpha as the kernels take it: the common alpha=1 without the checked conversion
+double alpha_value(const Scalar& alpha, ScalarType r) {
+  if (alpha.isIntegral(false) && alpha.toLong() == 1) return 1.0;
+  return checked_double(alpha, r);
+}
+
 Tensor& add_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out) {
   ScalarType r = rt(self, other);
-  double a = checked_double(alpha, r);
+  double a = alpha_value(alpha, r);
   if (exact_as_double(alpha) && run_binary(KILN_BINARY_ADD, *add_operand(self, r),
                                            *add_operand(other, r), a, opmath(r), r, out))
     return out;
@@ -374,7 +380,7 @@ Tensor& sub_out(const Tensor& self, const Tensor& other, const Scalar& alpha, Te
               "Subtraction, the `-` operator, with two bool tensors is not supported. "
               "Use the `^` or `logical_xor()` operator instead.");
   ScalarType r = rt(self, other);
-  double a = checked_double(alpha, r);
+  double a = alpha_value(alpha, r);
   if (exact_as_double(alpha) && run_binary(KILN_BINARY_SUB, *add_operand(self, r),
                                            *add_operand(other, r), a, opmath(r), r, out))
     return out;
