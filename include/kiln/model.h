@@ -20,9 +20,11 @@
  *   ... read out.data (out.dtype, out.ndim, out.shape) ...
  *   kiln_model_free_output(m, out.data); kiln_model_destroy(m);
  *
- * Memory: inputs and outputs are host memory. The built-in devices compute on host memory; a
- * device with memory of its own gets its inputs copied in and its outputs copied out by the
- * run. Thread safety: a loaded model is shared read-only; kiln_model_run may be called from
+ * Memory and devices: inputs and outputs are host memory. A run goes through the device's compute
+ * slots (kiln/hal.h: prepare once per size, execute on a stream, wait) when the device has them
+ * and host-visible memory, as the CPU device does; otherwise kiln's executor runs the program on
+ * the host (the ref device today). Staging copies for a device whose memory the host cannot
+ * touch come with the first such device. Thread safety: a loaded model is shared read-only; kiln_model_run may be called from
  * any number of threads at once (the specialization cache is locked, runs are independent).
  * Errors are kiln_status_t with a message (kiln_status_message); a corrupt, truncated or
  * hostile file is DATA_LOSS, never a crash, and the loader allocates no more than a small
