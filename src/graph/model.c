@@ -435,18 +435,29 @@ static kiln_status_t check_spec(const kiln_model_t* m, const kiln_exec_t* e, con
   return KILN_OK;
 }
 
+/* What kiln_model_output_shapes and kiln_model_run share: the argument and input checks, and
+ * the specialization for the inputs' sizes (released again on error). */
+static kiln_status_t begin_call(kiln_model_t* m, const char* what, int n_in, const kiln_tensor_t* inputs,
+                                int n_out, const kiln_tensor_t* outputs, int need_data, spec_t* sp,
+                                int* temp) {
+  if (!m) return BADARG("%s: NULL model", what);
+  if (n_out != m->f->n_outputs || (n_out && !outputs))
+    return BADARG("%s: %d outputs given, the model has %d", what, n_out, m->f->n_outputs);
+  int64_t syms[KILN_MODEL_MAX_SYMBOLS];
+  KILN_RETURN_IF_ERROR(check_inputs(m, n_in, inputs, need_data, syms));
+  KILN_RETURN_IF_ERROR(get_spec(m, syms, sp, temp));
+  kiln_status_t st = check_spec(m, sp->e, inputs);
+  if (st != KILN_OK) release_spec(m, sp, *temp);
+  return st;
+}
+
 kiln_status_t kiln_model_output_shapes(kiln_model_t* m, int n_in, const kiln_tensor_t* inputs,
                                        int n_out, kiln_tensor_t* outputs) {
-  if (!m) return BADARG("kiln_model_output_shapes: NULL model");
-  if (n_out != m->f->n_outputs || (n_out && !outputs))
-    return BADARG("kiln_model_output_shapes: %d outputs given, the model has %d", n_out, m->f->n_outputs);
-  int64_t syms[KILN_MODEL_MAX_SYMBOLS];
-  KILN_RETURN_IF_ERROR(check_inputs(m, n_in, inputs, 0, syms));
   spec_t sp;
   int temp;
-  KILN_RETURN_IF_ERROR(get_spec(m, syms, &sp, &temp));
+  KILN_RETURN_IF_ERROR(begin_call(m, "kiln_model_output_shapes", n_in, inputs, n_out, outputs, 0, &sp, &temp));
   kiln_exec_t* e = sp.e;
-  kiln_status_t st = check_spec(m, e, inputs);
+  kiln_status_t st = KILN_OK;
   for (int k = 0; k < n_out && st == KILN_OK; k++) {
     int dt, nd;
     int64_t shape[KILN_MAX_DIMS];
@@ -459,16 +470,11 @@ kiln_status_t kiln_model_output_shapes(kiln_model_t* m, int n_in, const kiln_ten
 
 kiln_status_t kiln_model_run(kiln_model_t* m, int n_in, const kiln_tensor_t* inputs, int n_out,
                              kiln_tensor_t* outputs) {
-  if (!m) return BADARG("kiln_model_run: NULL model");
-  if (n_out != m->f->n_outputs || (n_out && !outputs))
-    return BADARG("kiln_model_run: %d outputs given, the model has %d", n_out, m->f->n_outputs);
-  int64_t syms[KILN_MODEL_MAX_SYMBOLS];
-  KILN_RETURN_IF_ERROR(check_inputs(m, n_in, inputs, 1, syms));
   spec_t sp;
   int temp;
-  KILN_RETURN_IF_ERROR(get_spec(m, syms, &sp, &temp));
+  KILN_RETURN_IF_ERROR(begin_call(m, "kiln_model_run", n_in, inputs, n_out, outputs, 1, &sp, &temp));
   kiln_exec_t* e = sp.e;
-  kiln_status_t st = check_spec(m, e, inputs);
+  kiln_status_t st = KILN_OK;
   void* in_ptrs[64];
   void* out_ptrs[64];
   unsigned char alloc_flags[64] = {0};

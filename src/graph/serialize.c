@@ -217,48 +217,20 @@ static void pad_to(wbuf_t* w, size_t align) {
   while (!w->oom && w->len % align) put(w, zeros, align - w->len % align < 64 ? align - w->len % align : 64);
 }
 
+/* The attributes tied to size expressions: node i[slot] = expression expr. */
 typedef struct {
+  int node, slot, expr;
+} bind_t;
+
+typedef struct {
+  bind_t* v;
   int n_binds, cap;
-  int* node;
-  int* slot;
-  int* expr;
 } binds_t;
 
 static kiln_status_t bind_add(binds_t* b, int node, int slot, int expr) {
-  if (b->n_binds == b->cap) {
-    int nc = b->cap ? b->cap * 2 : 64;
-    int* q[3];
-    for (int k = 0; k < 3; k++) {
-      q[k] = kiln_allocator_alloc(NULL, sizeof(int) * (size_t)nc, 64);
-      if (!q[k]) {
-        for (int j = 0; j < k; j++) kiln_allocator_free(NULL, q[j]);
-        return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_model_save: out of memory");
-      }
-    }
-    if (b->n_binds) {
-      memcpy(q[0], b->node, sizeof(int) * (size_t)b->n_binds);
-      memcpy(q[1], b->slot, sizeof(int) * (size_t)b->n_binds);
-      memcpy(q[2], b->expr, sizeof(int) * (size_t)b->n_binds);
-    }
-    kiln_allocator_free(NULL, b->node);
-    kiln_allocator_free(NULL, b->slot);
-    kiln_allocator_free(NULL, b->expr);
-    b->node = q[0];
-    b->slot = q[1];
-    b->expr = q[2];
-    b->cap = nc;
-  }
-  b->node[b->n_binds] = node;
-  b->slot[b->n_binds] = slot;
-  b->expr[b->n_binds] = expr;
-  b->n_binds++;
+  KILN_RETURN_IF_ERROR(gx_grow(NULL, (void**)&b->v, &b->cap, b->n_binds + 1, sizeof(bind_t)));
+  b->v[b->n_binds++] = (bind_t){node, slot, expr};
   return KILN_OK;
-}
-
-static void binds_free(binds_t* b) {
-  kiln_allocator_free(NULL, b->node);
-  kiln_allocator_free(NULL, b->slot);
-  kiln_allocator_free(NULL, b->expr);
 }
 
 static int name_ok(const char* s) { return s && s[0] && strlen(s) <= MAX_NAME; }
@@ -340,8 +312,8 @@ static kiln_status_t check_symbols_readable(const kiln_model_desc_t* d, const in
   for (int k = 0; k < d->n_symbols; k++) {
     int seen = 0;
     for (int j = 0; j < b->n_binds && !seen; j++) {
-      const int64_t* c = d->expr_code + expr_off[b->expr[j]];
-      seen = d->graphs[0]->nodes[b->node[j]].op == GX_OP_INPUT && d->expr_len[b->expr[j]] == 2 &&
+      const int64_t* c = d->expr_code + expr_off[b->v[j].expr];
+      seen = d->graphs[0]->nodes[b->v[j].node].op == GX_OP_INPUT && d->expr_len[b->v[j].expr] == 2 &&
              c[0] == KILN_EXPR_SYM && c[1] == k;
     }
     if (!seen)
@@ -436,7 +408,7 @@ static kiln_status_t write_file(const kiln_model_desc_t* d, const int* expr_off,
   for (int e = 0; e < d->n_exprs; e++) used[e] = -1;
   int n_used = 0;
   for (int j = 0; j < b->n_binds; j++)
-    if (used[b->expr[j]] < 0) used[b->expr[j]] = n_used++;
+    if (used[b->v[j].expr] < 0) used[b->v[j].expr] = n_used++;
   put_u32(&w, (uint32_t)n_used);
   for (int r = 0; r < n_used; r++)
     for (int e = 0; e < d->n_exprs; e++)
@@ -446,9 +418,9 @@ static kiln_status_t write_file(const kiln_model_desc_t* d, const int* expr_off,
       }
   put_u32(&w, (uint32_t)b->n_binds);
   for (int j = 0; j < b->n_binds; j++) {
-    put_u32(&w, (uint32_t)b->node[j]);
-    put_u32(&w, (uint32_t)b->slot[j]);
-    put_u32(&w, (uint32_t)used[b->expr[j]]);
+    put_u32(&w, (uint32_t)b->v[j].node);
+    put_u32(&w, (uint32_t)b->v[j].slot);
+    put_u32(&w, (uint32_t)used[b->v[j].expr]);
   }
   kiln_allocator_free(NULL, used);
   char def[32];
@@ -519,7 +491,7 @@ static kiln_status_t save_common(const kiln_model_desc_t* d, const int64_t* summ
       st = BADARG("kiln_model_save: size expression %d is malformed", e);
     off += d->expr_len[e] > 0 ? d->expr_len[e] : 0;
   }
-  binds_t b = {0, 0, NULL, NULL, NULL};
+  binds_t b = {NULL, 0, 0};
   if (st == KILN_OK) st = match_graphs(d, expr_off, &b);
   if (st == KILN_OK) st = check_symbols_readable(d, expr_off, &b);
   int64_t summary[4];
@@ -537,7 +509,7 @@ static kiln_status_t save_common(const kiln_model_desc_t* d, const int64_t* summ
     }
   }
   if (st == KILN_OK) st = write_file(d, expr_off, &b, summary, out_data, out_size);
-  binds_free(&b);
+  gx_free(NULL, b.v);
   kiln_allocator_free(NULL, expr_off);
   return st;
 }
@@ -632,14 +604,6 @@ static double get_f64(rbuf_t* r) {
 
 #define LOSS(...) kiln_error(KILN_ERROR_DATA_LOSS, __VA_ARGS__)
 
-static void* zalloc(size_t n, size_t size) {
-  if (n == 0) n = 1;
-  if (n > SIZE_MAX / size) return NULL;
-  void* p = kiln_allocator_alloc(NULL, n * size, 64);
-  if (p) memset(p, 0, n * size);
-  return p;
-}
-
 void gx_file_free(gx_file* f) {
   if (!f) return;
   void* arrays[] = {f->nodes, f->ins, f->outputs, f->sym_names, f->sym_min, f->sym_max,
@@ -666,7 +630,7 @@ static int get_str(rbuf_t* r, char** pool, char** out) {
 static kiln_status_t read_nodes(rbuf_t* r, gx_file* f, uint32_t version, const unsigned char* wbase,
                                 uint64_t wbytes) {
   size_t n_ins = 0, ins_cap = r->len / 4 + 1; /* every input id takes 4 bytes of the file */
-  f->ins = zalloc(ins_cap, sizeof(int));
+  f->ins = gx_calloc(NULL, ins_cap, sizeof(int));
   if (!f->ins) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory");
   for (int i = 0; i < f->n_nodes; i++) {
     gx_fnode* n = &f->nodes[i];
@@ -710,12 +674,12 @@ static kiln_status_t read_signature(rbuf_t* r, gx_file* f) {
     return LOSS("kiln_exec_load: bad symbol count");
   /* names: every name's bytes are in the file, so the pool is at most the file's meta plus one
    * terminator per name */
-  f->names = zalloc(r->len + 1, 1);
-  f->sym_names = zalloc((size_t)f->n_symbols, sizeof(char*));
-  f->sym_min = zalloc((size_t)f->n_symbols, sizeof(int64_t));
-  f->sym_max = zalloc((size_t)f->n_symbols, sizeof(int64_t));
-  f->sym_input = zalloc((size_t)f->n_symbols, sizeof(int));
-  f->sym_dim = zalloc((size_t)f->n_symbols, sizeof(int));
+  f->names = gx_calloc(NULL, r->len + 1, 1);
+  f->sym_names = gx_calloc(NULL, (size_t)f->n_symbols, sizeof(char*));
+  f->sym_min = gx_calloc(NULL, (size_t)f->n_symbols, sizeof(int64_t));
+  f->sym_max = gx_calloc(NULL, (size_t)f->n_symbols, sizeof(int64_t));
+  f->sym_input = gx_calloc(NULL, (size_t)f->n_symbols, sizeof(int));
+  f->sym_dim = gx_calloc(NULL, (size_t)f->n_symbols, sizeof(int));
   if (!f->names || !f->sym_names || !f->sym_min || !f->sym_max || !f->sym_input || !f->sym_dim)
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory");
   char* pool = f->names;
@@ -731,9 +695,9 @@ static kiln_status_t read_signature(rbuf_t* r, gx_file* f) {
   uint32_t ne = get_u32(r);
   if (r->bad || ne > (r->len - r->pos) / 12) return LOSS("kiln_exec_load: bad expression count");
   f->n_exprs = (int)ne;
-  f->expr_off = zalloc(ne, sizeof(int));
-  f->expr_len = zalloc(ne, sizeof(int));
-  f->expr_code = zalloc((r->len - r->pos) / 8 + 1, sizeof(int64_t));
+  f->expr_off = gx_calloc(NULL, ne, sizeof(int));
+  f->expr_len = gx_calloc(NULL, ne, sizeof(int));
+  f->expr_code = gx_calloc(NULL, (r->len - r->pos) / 8 + 1, sizeof(int64_t));
   if (!f->expr_off || !f->expr_len || !f->expr_code)
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory");
   int off = 0;
@@ -751,8 +715,8 @@ static kiln_status_t read_signature(rbuf_t* r, gx_file* f) {
   uint32_t nb = get_u32(r);
   if (r->bad || nb > (r->len - r->pos) / 12) return LOSS("kiln_exec_load: bad binding count");
   f->n_binds = (int)nb;
-  f->bind_slot = zalloc(nb, sizeof(int));
-  f->bind_expr = zalloc(nb, sizeof(int));
+  f->bind_slot = gx_calloc(NULL, nb, sizeof(int));
+  f->bind_expr = gx_calloc(NULL, nb, sizeof(int));
   if (!f->bind_slot || !f->bind_expr)
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory");
   int64_t last = -1;
@@ -784,14 +748,14 @@ static kiln_status_t read_signature(rbuf_t* r, gx_file* f) {
     if (f->sym_input[k] < 0) return LOSS("kiln_exec_load: symbol %s is no input's dim", f->sym_names[k]);
   uint32_t nin = get_u32(r);
   if (r->bad || nin != (uint32_t)f->n_inputs) return LOSS("kiln_exec_load: bad input name count");
-  f->input_names = zalloc(nin, sizeof(char*));
+  f->input_names = gx_calloc(NULL, nin, sizeof(char*));
   uint32_t nout = 0;
   if (!f->input_names) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory");
   for (uint32_t i = 0; i < nin; i++)
     if (!get_str(r, &pool, &f->input_names[i])) return LOSS("kiln_exec_load: bad input name");
   nout = get_u32(r);
   if (r->bad || nout != (uint32_t)f->n_outputs) return LOSS("kiln_exec_load: bad output name count");
-  f->output_names = zalloc(nout, sizeof(char*));
+  f->output_names = gx_calloc(NULL, nout, sizeof(char*));
   if (!f->output_names) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory");
   for (uint32_t i = 0; i < nout; i++)
     if (!get_str(r, &pool, &f->output_names[i])) return LOSS("kiln_exec_load: bad output name");
@@ -801,9 +765,9 @@ static kiln_status_t read_signature(rbuf_t* r, gx_file* f) {
 /* Default names for files without a signature (versions 1 and 2). */
 static kiln_status_t default_names(gx_file* f) {
   size_t per = 24;
-  f->names = zalloc((size_t)(f->n_inputs + f->n_outputs) * per + 1, 1);
-  f->input_names = zalloc((size_t)f->n_inputs, sizeof(char*));
-  f->output_names = zalloc((size_t)f->n_outputs, sizeof(char*));
+  f->names = gx_calloc(NULL, (size_t)(f->n_inputs + f->n_outputs) * per + 1, 1);
+  f->input_names = gx_calloc(NULL, (size_t)f->n_inputs, sizeof(char*));
+  f->output_names = gx_calloc(NULL, (size_t)f->n_outputs, sizeof(char*));
   if (!f->names || !f->input_names || !f->output_names)
     return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory");
   char* p = f->names;
@@ -864,7 +828,7 @@ kiln_status_t gx_file_parse(const unsigned char* data, size_t size, gx_file** ou
   /* every node takes at least 88 bytes, every output 4 */
   if (r.bad || n_nodes > r.len / 88 || n_outputs > r.len / 4 || n_values > 3 * (uint64_t)n_nodes)
     return LOSS("kiln_exec_load: implausible counts (%u nodes, %u outputs)", n_nodes, n_outputs);
-  gx_file* f = zalloc(1, sizeof(gx_file));
+  gx_file* f = gx_calloc(NULL, 1, sizeof(gx_file));
   if (!f) return kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory");
   f->version = version;
   f->flags = (int)fl;
@@ -873,8 +837,8 @@ kiln_status_t gx_file_parse(const unsigned char* data, size_t size, gx_file** ou
   f->n_values = n_values;
   f->file_bytes = size;
   f->weight_bytes = wbytes;
-  f->nodes = zalloc(n_nodes, sizeof(gx_fnode));
-  f->outputs = zalloc(n_outputs, sizeof(int));
+  f->nodes = gx_calloc(NULL, n_nodes, sizeof(gx_fnode));
+  f->outputs = gx_calloc(NULL, n_outputs, sizeof(int));
   kiln_status_t st = (!f->nodes || !f->outputs)
                          ? kiln_error(KILN_ERROR_OUT_OF_MEMORY, "kiln_exec_load: out of memory")
                          : read_nodes(&r, f, version, wbase, wbytes);

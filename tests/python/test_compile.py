@@ -683,6 +683,23 @@ def test_compile_flags_env_turns_passes_off(monkeypatch):
         torch.compile(fn, backend="kiln", dynamic=False)(x)
 
 
+def _compiled_matches_eager_no_splits(fn, x0):
+    """fn(x) -> scalar, run eagerly on kiln and compiled: the value and x's gradient match
+    (rtol 1.3e-6, atol 1e-5) and compiling splits no graph."""
+    def run(f):
+        x = x0.to(KILN).requires_grad_()
+        y = f(x)
+        y.backward()
+        return y.detach().cpu(), x.grad.cpu()
+
+    want = run(fn)
+    n_split = len(graph_splits)
+    got = run(torch.compile(fn, backend="kiln", dynamic=False))
+    assert graph_splits[n_split:] == []
+    torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)
+
+
 def test_indexing_forward_backward_compiled_no_splits():
     """gather / index_select / advanced indexing and their backwards (scatter_add, index_put with
     accumulate) lower without graph splits and match eager kiln; an i32 gather index is cast."""
@@ -699,18 +716,7 @@ def test_indexing_forward_backward_compiled_no_splits():
         c = (x[rows, cols] * 3).sum()  # broadcast [2, 1] x [3] advanced index
         return a + b + c
 
-    def run(f):
-        x = x0.to(KILN).requires_grad_()
-        y = f(x)
-        y.backward()
-        return y.detach().cpu(), x.grad.cpu()
-
-    want = run(fn)
-    n_split = len(graph_splits)
-    got = run(torch.compile(fn, backend="kiln", dynamic=False))
-    assert graph_splits[n_split:] == []
-    torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
-    torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)
+    _compiled_matches_eager_no_splits(fn, x0)
 
 
 def test_split_and_arange_compiled_no_splits():
@@ -727,18 +733,7 @@ def test_split_and_arange_compiled_no_splits():
         return ((a * b).sum() + (c.exp() * pos).sum() + (p.sum(1) - q.sum(1)).pow(2).sum()
                 + ipos.sum().to(x.dtype))
 
-    def run(f):
-        x = x0.to(KILN).requires_grad_()
-        y = f(x)
-        y.backward()
-        return y.detach().cpu(), x.grad.cpu()
-
-    want = run(fn)
-    n_split = len(graph_splits)
-    got = run(torch.compile(fn, backend="kiln", dynamic=False))
-    assert graph_splits[n_split:] == []
-    torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
-    torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)
+    _compiled_matches_eager_no_splits(fn, x0)
 
 
 @pytest.mark.parametrize("pad", [(1, 2), (1, 2, 0, 1), (-1, 1), (0, 0, -1, 2), (2, -3, 1, 1)])
@@ -754,15 +749,4 @@ def test_constant_pad_and_cat_of_empty_compiled_no_splits(pad):
         c = torch.cat([empty, x * 2, empty], dim=0)
         return (p * p).sum() + p.mean() + c.sum()
 
-    def run(f):
-        x = x0.to(KILN).requires_grad_()
-        y = f(x)
-        y.backward()
-        return y.detach().cpu(), x.grad.cpu()
-
-    want = run(fn)
-    n_split = len(graph_splits)
-    got = run(torch.compile(fn, backend="kiln", dynamic=False))
-    assert graph_splits[n_split:] == []
-    torch.testing.assert_close(got[0], want[0], rtol=1.3e-6, atol=1e-5)
-    torch.testing.assert_close(got[1], want[1], rtol=1.3e-6, atol=1e-5)
+    _compiled_matches_eager_no_splits(fn, x0)
